@@ -1,0 +1,312 @@
+#include "cni/delegate.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cni/json_fields.h"
+
+extern char** environ;
+
+namespace rdmanet::cni {
+
+namespace {
+
+constexpr size_t kMaxOutput = 16 << 20;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  Fd read;
+  Fd write;
+};
+
+Expected<Pipe> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return sys_error("pipe", errno);
+  }
+  return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+std::vector<std::string> child_environment(Command command, const Environment& env) {
+  static const char* overridden[] = {"CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS",
+                                     "CNI_IFNAME",  "CNI_ARGS",        "CNI_PATH"};
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    bool skip = false;
+    for (const char* name : overridden) {
+      size_t len = std::strlen(name);
+      if (entry.compare(0, len, name) == 0 && entry.size() > len && entry[len] == '=') {
+        skip = true;
+      }
+    }
+    if (!skip) {
+      out.push_back(std::move(entry));
+    }
+  }
+  out.push_back(std::string("CNI_COMMAND=") + command_name(command));
+  out.push_back("CNI_CONTAINERID=" + env.container_id);
+  out.push_back("CNI_NETNS=" + env.netns);
+  out.push_back("CNI_IFNAME=" + env.ifname);
+  out.push_back("CNI_ARGS=" + env.args);
+  out.push_back("CNI_PATH=" + env.path);
+  return out;
+}
+
+struct Exit {
+  int status = 0;  // waitpid status
+  std::string out;
+  std::string err;
+};
+
+// Spawns `binary`, feeds it `input`, collects stdout/stderr until it exits or
+// the deadline passes (then it and its process group are killed).
+Expected<Exit> run(const std::string& binary, const std::vector<std::string>& envv,
+                   const std::string& input, std::chrono::milliseconds timeout) {
+  auto in = make_pipe();
+  auto out = make_pipe();
+  auto err = make_pipe();
+  if (!in || !out || !err) {
+    return !in ? in.error() : !out ? out.error() : err.error();
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in->read.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, out->write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err->write.get(), 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+
+  std::vector<char*> argv = {const_cast<char*>(binary.c_str()), nullptr};
+  std::vector<char*> envp;
+  envp.reserve(envv.size() + 1);
+  for (const auto& e : envv) {
+    envp.push_back(const_cast<char*>(e.c_str()));
+  }
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(rc));
+  }
+  in->read.reset();
+  out->write.reset();
+  err->write.reset();
+  // A plugin that exits without reading stdin must not kill us with SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::fcntl(in->write.get(), F_SETFL, O_NONBLOCK);
+
+  Exit result;
+  size_t written = 0;
+  if (input.empty()) {
+    in->write.reset();
+  }
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  while (out->read.get() >= 0 || err->read.get() >= 0) {
+    std::vector<pollfd> fds;
+    if (in->write.get() >= 0) {
+      fds.push_back({in->write.get(), POLLOUT, 0});
+    }
+    if (out->read.get() >= 0) {
+      fds.push_back({out->read.get(), POLLIN, 0});
+    }
+    if (err->read.get() >= 0) {
+      fds.push_back({err->read.get(), POLLIN, 0});
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) {
+      break;
+    }
+    for (const auto& p : fds) {
+      if (p.revents == 0) {
+        continue;
+      }
+      if (p.fd == in->write.get()) {
+        ssize_t w = ::write(p.fd, input.data() + written, input.size() - written);
+        if (w > 0) {
+          written += static_cast<size_t>(w);
+        }
+        // Done, or the plugin closed stdin and will answer without the rest.
+        if ((w < 0 && errno != EAGAIN) || written == input.size()) {
+          in->write.reset();
+        }
+        continue;
+      }
+      Fd& src = p.fd == out->read.get() ? out->read : err->read;
+      std::string& dst = p.fd == out->read.get() ? result.out : result.err;
+      char buf[65536];
+      ssize_t r = ::read(p.fd, buf, sizeof(buf));
+      if (r > 0 && dst.size() < kMaxOutput) {
+        dst.append(buf, static_cast<size_t>(r));
+      } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        src.reset();
+      }
+    }
+  }
+  if (timed_out) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return Error(ErrorKind::kTryAgainLater, binary + " did not finish within " +
+                                                std::to_string(timeout.count()) + " ms; killed");
+  }
+  result.status = status;
+  return result;
+}
+
+std::string tail(const std::string& text, size_t max = 512) {
+  std::string t = text.size() > max ? "..." + text.substr(text.size() - max) : text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) {
+    t.pop_back();
+  }
+  return t;
+}
+
+}  // namespace
+
+Expected<std::string> find_plugin(const std::string& type, const std::string& cni_path) {
+  if (type.empty() || type == "." || type == ".." || type.find('/') != std::string::npos ||
+      type.find('\0') != std::string::npos) {
+    return Error(ErrorKind::kInvalidConfig, "plugin type \"" + type + "\" is not a plugin name");
+  }
+  size_t pos = 0;
+  while (pos <= cni_path.size()) {
+    size_t end = cni_path.find(':', pos);
+    if (end == std::string::npos) {
+      end = cni_path.size();
+    }
+    std::string dir = cni_path.substr(pos, end - pos);
+    pos = end + 1;
+    if (dir.empty()) {
+      continue;
+    }
+    std::string candidate = dir + "/" + type;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return Error(ErrorKind::kPluginNotFound,
+               "plugin \"" + type + "\" not found in CNI_PATH \"" + cni_path + "\"");
+}
+
+Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
+                                  const std::string& stdin_text, const DelegateOptions& options) {
+  auto binary = find_plugin(type, env.path);
+  if (!binary) {
+    return std::move(binary).error();
+  }
+  auto exit = run(*binary, child_environment(command, env), stdin_text, options.timeout);
+  if (!exit) {
+    return std::move(exit).error();
+  }
+  const std::string who = std::string(command_name(command)) + " via " + type;
+  if (WIFEXITED(exit->status) && WEXITSTATUS(exit->status) == 0) {
+    return std::move(exit->out);
+  }
+  // A failing plugin prints {code, msg, details}; pass its code on.
+  auto doc = nlohmann::json::parse(exit->out, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object()) {
+    Fields f(doc, type);
+    int code = 0;
+    std::string msg;
+    std::string details;
+    if (f.integer("code", &code) && f.string("msg", &msg) && f.string("details", &details) &&
+        code > 0) {
+      return Error::delegated(code, who + ": " + msg, details);
+    }
+  }
+  std::string how = WIFEXITED(exit->status)
+                        ? "exited with status " + std::to_string(WEXITSTATUS(exit->status))
+                        : "was killed by signal " + std::to_string(WTERMSIG(exit->status));
+  std::string said = tail(exit->err.empty() ? exit->out : exit->err);
+  return Error(ErrorKind::kDelegate, who + " " + how + (said.empty() ? "" : ": " + said));
+}
+
+Expected<Result> delegate_add(const std::string& type, const Environment& env,
+                              const std::string& stdin_text, const std::string& cni_version,
+                              const DelegateOptions& options) {
+  auto out = exec_plugin(type, Command::kAdd, env, stdin_text, options);
+  if (!out) {
+    return std::move(out).error();
+  }
+  auto doc = nlohmann::json::parse(*out, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Error(ErrorKind::kDelegate,
+                 "ADD via " + type + ": result is not a JSON object: \"" + tail(*out, 200) + "\"");
+  }
+  std::string version = cni_version;
+  if (doc.contains("cniVersion") && doc["cniVersion"].is_string()) {
+    version = doc["cniVersion"].get<std::string>();
+  }
+  auto result = decode_result(doc, version, type + " result");
+  if (!result) {
+    Error e = std::move(result).error();
+    return Error(ErrorKind::kDelegate, "ADD via " + type + ": " + e.msg());
+  }
+  return result;
+}
+
+Status delegate_command(const std::string& type, Command command, const Environment& env,
+                        const std::string& stdin_text, const DelegateOptions& options) {
+  auto out = exec_plugin(type, command, env, stdin_text, options);
+  if (!out) {
+    return std::move(out).error();
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet::cni

@@ -1,0 +1,38 @@
+// Executing another CNI plugin (an IPAM plugin) as the spec says: found in
+// CNI_PATH, given the same environment with CNI_COMMAND set, the config on
+// stdin; its result or its CNI error comes back as a value. A plugin that
+// does not finish in time is killed.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "cni/env.h"
+#include "cni/error.h"
+#include "cni/result.h"
+
+namespace rdmanet::cni {
+
+struct DelegateOptions {
+  std::chrono::milliseconds timeout{60000};
+};
+
+// Finds an executable plugin named `type` in the colon-separated `cni_path`.
+Expected<std::string> find_plugin(const std::string& type, const std::string& cni_path);
+
+// Runs `type` with `command`; returns its stdout when it exits 0. A CNI error
+// it prints is returned with its own code (prefixed with the plugin name).
+Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
+                                  const std::string& stdin_text,
+                                  const DelegateOptions& options = {});
+
+// ADD through a delegate, decoding its result (which is in `cni_version`).
+Expected<Result> delegate_add(const std::string& type, const Environment& env,
+                              const std::string& stdin_text, const std::string& cni_version,
+                              const DelegateOptions& options = {});
+
+// DEL, CHECK, STATUS or GC through a delegate (no result expected).
+Status delegate_command(const std::string& type, Command command, const Environment& env,
+                        const std::string& stdin_text, const DelegateOptions& options = {});
+
+}  // namespace rdmanet::cni

@@ -1,0 +1,231 @@
+#include "cni/env.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+namespace rdmanet::cni {
+
+namespace {
+
+struct Variable {
+  const char* name;
+  std::string Environment::*field;
+  // Commands that require the variable to be set and non-empty.
+  std::vector<Command> required_for;
+};
+
+const std::vector<Variable>& variables() {
+  static const std::vector<Variable> vars = {
+      {"CNI_CONTAINERID",
+       &Environment::container_id,
+       {Command::kAdd, Command::kDel, Command::kCheck}},
+      {"CNI_NETNS", &Environment::netns, {Command::kAdd, Command::kCheck}},
+      {"CNI_IFNAME", &Environment::ifname, {Command::kAdd, Command::kDel, Command::kCheck}},
+      {"CNI_ARGS", &Environment::args, {}},
+      {"CNI_PATH",
+       &Environment::path,
+       {Command::kAdd, Command::kDel, Command::kCheck, Command::kGc}},
+  };
+  return vars;
+}
+
+std::optional<Command> parse_command(const std::string& name) {
+  static const std::pair<const char*, Command> commands[] = {
+      {"ADD", Command::kAdd},       {"DEL", Command::kDel}, {"CHECK", Command::kCheck},
+      {"STATUS", Command::kStatus}, {"GC", Command::kGc},   {"VERSION", Command::kVersion},
+  };
+  for (const auto& [text, command] : commands) {
+    if (name == text) {
+      return command;
+    }
+  }
+  return std::nullopt;
+}
+
+bool parse_bool(const std::string& text, bool* out) {
+  // The spellings Go's strconv.ParseBool accepts, which is what libcni uses.
+  static const char* truths[] = {"1", "t", "T", "true", "TRUE", "True"};
+  static const char* falsehoods[] = {"0", "f", "F", "false", "FALSE", "False"};
+  for (const char* t : truths) {
+    if (text == t) {
+      *out = true;
+      return true;
+    }
+  }
+  for (const char* f : falsehoods) {
+    if (text == f) {
+      *out = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* command_name(Command command) {
+  switch (command) {
+    case Command::kAdd:
+      return "ADD";
+    case Command::kDel:
+      return "DEL";
+    case Command::kCheck:
+      return "CHECK";
+    case Command::kStatus:
+      return "STATUS";
+    case Command::kGc:
+      return "GC";
+    case Command::kVersion:
+      return "VERSION";
+  }
+  return "?";
+}
+
+Getenv process_getenv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe)
+    if (value == nullptr) {
+      return std::nullopt;
+    }
+    return std::string(value);
+  };
+}
+
+std::string CniArgs::get(const std::string& key) const {
+  auto it = values.find(key);
+  return it == values.end() ? std::string() : it->second;
+}
+
+Expected<CniArgs> parse_cni_args(const std::string& text, const std::vector<std::string>& known) {
+  CniArgs args;
+  std::vector<std::string> unknown;
+  bool ignore_unknown = false;
+  size_t pos = 0;
+  while (pos <= text.size() && !text.empty()) {
+    size_t end = text.find(';', pos);
+    if (end == std::string::npos) {
+      end = text.size();
+    }
+    std::string pair = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (pair.empty()) {
+      continue;  // tolerate "A=1;;B=2" and a trailing ';'
+    }
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Error(ErrorKind::kInvalidEnvironment, "CNI_ARGS: invalid pair \"" + pair + "\"");
+    }
+    std::string key = pair.substr(0, eq);
+    std::string value = pair.substr(eq + 1);
+    if (key == "IgnoreUnknown") {
+      if (!parse_bool(value, &ignore_unknown)) {
+        return Error(ErrorKind::kInvalidEnvironment,
+                     "CNI_ARGS: IgnoreUnknown must be a boolean, got \"" + value + "\"");
+      }
+    } else if (key == "K8S_POD_NAMESPACE") {
+      args.k8s_pod_namespace = value;
+    } else if (key == "K8S_POD_NAME") {
+      args.k8s_pod_name = value;
+    } else if (key == "K8S_POD_INFRA_CONTAINER_ID") {
+      args.k8s_pod_infra_container_id = value;
+    } else if (key == "K8S_POD_UID") {
+      args.k8s_pod_uid = value;
+    } else if (std::find(known.begin(), known.end(), key) == known.end()) {
+      unknown.push_back(key);
+    }
+    args.values[key] = value;
+    if (end == text.size()) {
+      break;
+    }
+  }
+  if (!unknown.empty() && !ignore_unknown) {
+    return Error(ErrorKind::kInvalidEnvironment,
+                 "CNI_ARGS: unknown key \"" + unknown.front() + "\" (set IgnoreUnknown=true)");
+  }
+  return args;
+}
+
+Status validate_ifname(const std::string& name) {
+  auto invalid = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidEnvironment, "CNI_IFNAME \"" + name + "\": " + why);
+  };
+  if (name.empty()) {
+    return Error(ErrorKind::kInvalidEnvironment, "CNI_IFNAME is empty");
+  }
+  if (name.size() > 15) {
+    return invalid("longer than 15 bytes");
+  }
+  if (name == "." || name == "..") {
+    return invalid("is . or ..");
+  }
+  for (unsigned char c : name) {
+    // Go's unicode.IsSpace on the Latin-1 range, plus NUL which the kernel cannot take.
+    if (c == '/' || c == ':' || c == ' ' || (c >= '\t' && c <= '\r') || c == 0x85 || c == 0xA0 ||
+        c == 0) {
+      return invalid("contains '/', ':' or white space");
+    }
+  }
+  return ok_status();
+}
+
+Status validate_container_id(const std::string& id) {
+  if (id.empty()) {
+    return Error(ErrorKind::kUnknownContainer, "CNI_CONTAINERID is missing");
+  }
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  bool valid = alnum(id[0]) && std::all_of(id.begin() + 1, id.end(), [&](char c) {
+                 return alnum(c) || c == '_' || c == '.' || c == '-';
+               });
+  if (!valid) {
+    std::string shown = id.size() > 64 ? id.substr(0, 64) + "..." : id;
+    std::replace(shown.begin(), shown.end(), '\0', '?');
+    return Error(ErrorKind::kInvalidEnvironment,
+                 "CNI_CONTAINERID \"" + shown + "\" has invalid characters");
+  }
+  return ok_status();
+}
+
+Expected<Environment> read_environment(const Getenv& getenv) {
+  auto command_text = getenv("CNI_COMMAND");
+  if (!command_text || command_text->empty()) {
+    return Error(ErrorKind::kInvalidEnvironment, "required env variable CNI_COMMAND is missing");
+  }
+  auto command = parse_command(*command_text);
+  if (!command) {
+    return Error(ErrorKind::kInvalidEnvironment, "unknown CNI_COMMAND \"" + *command_text + "\"");
+  }
+  Environment env;
+  env.command = *command;
+  std::string missing;
+  for (const auto& var : variables()) {
+    auto value = getenv(var.name);
+    env.*var.field = value.value_or("");
+    bool required = std::find(var.required_for.begin(), var.required_for.end(), *command) !=
+                    var.required_for.end();
+    if (required && (env.*var.field).empty()) {
+      missing += missing.empty() ? var.name : std::string(", ") + var.name;
+    }
+  }
+  if (!missing.empty()) {
+    ErrorKind kind = missing == "CNI_CONTAINERID" ? ErrorKind::kUnknownContainer
+                                                  : ErrorKind::kInvalidEnvironment;
+    return Error(kind, std::string("required env variables missing for ") + command_name(*command) +
+                           ": " + missing);
+  }
+  bool per_container =
+      *command == Command::kAdd || *command == Command::kDel || *command == Command::kCheck;
+  if (per_container) {
+    if (auto s = validate_container_id(env.container_id); !s) {
+      return std::move(s).error();
+    }
+    if (auto s = validate_ifname(env.ifname); !s) {
+      return std::move(s).error();
+    }
+  }
+  return env;
+}
+
+}  // namespace rdmanet::cni

@@ -1,0 +1,142 @@
+// Errors as plain values. Every layer returns an Error with a kind and a
+// message that says what failed and where; the CNI error code is derived from
+// the kind in exactly one place (cni_code below).
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace rdmanet {
+
+// What went wrong, in domain terms. The comment gives the CNI code.
+enum class ErrorKind {
+  kIncompatibleVersion,  // 1
+  kUnsupportedField,     // 2
+  kUnknownContainer,     // 3
+  kInvalidEnvironment,   // 4
+  kIo,                   // 5
+  kDecode,               // 6
+  kInvalidConfig,        // 7
+  kTryAgainLater,        // 11
+  kNotAvailable,         // 50
+  kLimitedConnectivity,  // 51
+  kDeviceNotFound,       // 100
+  kDeviceBusy,           // 101
+  kKernel,               // 102: a kernel operation (netlink, sysfs) failed
+  kDelegate,             // 103: a delegated plugin failed without a CNI error
+  kPluginNotFound,       // 103: a delegated plugin is not in CNI_PATH
+  kAddressUnavailable,   // 104: pool exhausted or requested address taken
+  kRdmaIsolation,        // 105: RDMA isolation requested but not possible
+  kGidTimeout,           // 106: RoCE GID did not appear in time
+  kState,                // 107: attachment state unreadable or inconsistent
+  kInternal,             // 199: a bug in rdmanet
+  kDelegated,            // code reported by a delegated plugin, passed on
+};
+
+class Error {
+ public:
+  Error(ErrorKind kind, std::string msg, std::string details = {})
+      : kind_(kind), msg_(std::move(msg)), details_(std::move(details)) {}
+
+  // An error a delegated plugin reported with its own CNI code.
+  static Error delegated(int code, std::string msg, std::string details) {
+    Error e(ErrorKind::kDelegated, std::move(msg), std::move(details));
+    e.delegated_code_ = code;
+    return e;
+  }
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& msg() const { return msg_; }
+  const std::string& details() const { return details_; }
+  int delegated_code() const { return delegated_code_; }
+
+  // Prefixes the message with what the caller was doing: "ADD net1: <msg>".
+  Error& context(const std::string& what) {
+    msg_ = what + ": " + msg_;
+    return *this;
+  }
+
+ private:
+  ErrorKind kind_;
+  std::string msg_;
+  std::string details_;
+  int delegated_code_ = 0;
+};
+
+// The CNI error code for an error: the one place where kinds become codes.
+int cni_code(const Error& error);
+
+// Builds an error for a failed system call: "<what>: <strerror(err)>", with
+// the kind chosen from errno (ENOENT/ENODEV -> device not found, EBUSY ->
+// busy, otherwise kernel).
+Error sys_error(const std::string& what, int err);
+
+// Either a value or an Error. Like std::expected (C++23), kept minimal.
+template <class T>
+class [[nodiscard]] Expected {
+ public:
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Expected(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+  const Error& error() const& {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
+  Error&& error() && {
+    assert(!ok());
+    return std::get<1>(std::move(v_));
+  }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+template <>
+class [[nodiscard]] Expected<void> {
+ public:
+  Expected() = default;
+  Expected(Error error) : error_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return !error_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const& {
+    assert(!ok());
+    return *error_;
+  }
+  Error&& error() && {
+    assert(!ok());
+    return std::move(*error_);
+  }
+
+ private:
+  std::optional<Error> error_;
+};
+
+using Status = Expected<void>;
+
+inline Status ok_status() { return {}; }
+
+}  // namespace rdmanet

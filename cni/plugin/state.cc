@@ -1,0 +1,456 @@
+#include "cni/plugin/state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cni/json_fields.h"
+
+namespace rdmanet::plugin {
+
+using nlohmann::json;
+
+namespace {
+
+Status ensure_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) == 0) {
+    return ok_status();
+  }
+  if (errno != EEXIST) {
+    return Error(ErrorKind::kIo, "create state directory " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kIo, "state path " + path + " is not a directory");
+  }
+  return ok_status();
+}
+
+Status ensure_dirs(const std::string& root, const std::string& sub) {
+  // Create the root and its parents (e.g. /var/lib/cni) as needed.
+  std::string path;
+  std::stringstream ss(root);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) {
+      continue;
+    }
+    path += "/" + part;
+    if (auto s = ensure_dir(path); !s) {
+      return s;
+    }
+  }
+  if (!sub.empty()) {
+    return ensure_dir(root + "/" + sub);
+  }
+  return ok_status();
+}
+
+Status write_atomically(const std::string& dir, const std::string& name, const std::string& data) {
+  std::string path = dir + "/" + name;
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Error(ErrorKind::kIo, "write " + tmp + ": " + std::strerror(errno));
+  }
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Error(ErrorKind::kIo, "write " + tmp + ": " + std::strerror(err));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Error(ErrorKind::kIo, "sync " + tmp + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Error(ErrorKind::kIo, "rename " + tmp + ": " + std::strerror(err));
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return ok_status();
+}
+
+Expected<std::optional<std::string>> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) {
+      return std::optional<std::string>();
+    }
+    return Error(ErrorKind::kIo, "read " + path + ": " + std::strerror(errno));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::optional<std::string>(ss.str());
+}
+
+Status remove_file(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Error(ErrorKind::kIo, "remove " + path + ": " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+Expected<AttachmentState> parse_state(const std::string& text, const std::string& path) {
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object()) {
+    return Error(ErrorKind::kState, "state file " + path + " is not a JSON object");
+  }
+  return AttachmentState::from_json(doc, path);
+}
+
+}  // namespace
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+namespace {
+
+json vf_to_json(const VfRecord& vf) {
+  const netns::VfState& o = vf.original;
+  return {{"pfPci", vf.pf_pci},
+          {"pfName", vf.pf_name},
+          {"sysfsRoot", vf.sysfs_root},
+          {"index", vf.index},
+          {"original",
+           {{"mac", o.mac.str()},
+            {"vlan", o.vlan},
+            {"qos", o.qos},
+            {"vlanProto", o.vlan_proto},
+            {"spoofchk", o.spoofchk},
+            {"trust", o.trust},
+            {"linkState", static_cast<uint32_t>(o.link_state)},
+            {"minTxRate", o.min_tx_rate},
+            {"maxTxRate", o.max_tx_rate}}}};
+}
+
+Expected<VfRecord> vf_from_json(const json& doc, const std::string& where) {
+  VfRecord vf;
+  cni::Fields f(doc, where, ErrorKind::kState);
+  json original;
+  Status st = f.string("pfPci", &vf.pf_pci);
+  if (st) {
+    st = f.string("pfName", &vf.pf_name);
+  }
+  if (st) {
+    st = f.string("sysfsRoot", &vf.sysfs_root);
+  }
+  if (st) {
+    st = f.integer("index", &vf.index);
+  }
+  if (st) {
+    st = f.object("original", &original);
+  }
+  cni::Fields o(original, where + ".original", ErrorKind::kState);
+  std::string mac;
+  long long vlan = 0;
+  long long qos = 0;
+  long long proto = 0x8100;
+  long long state = 0;
+  long long min_rate = 0;
+  long long max_rate = 0;
+  if (st) {
+    st = o.string("mac", &mac);
+  }
+  for (auto [key, out] : {std::pair{"vlan", &vlan}, std::pair{"qos", &qos},
+                          std::pair{"vlanProto", &proto}, std::pair{"linkState", &state},
+                          std::pair{"minTxRate", &min_rate}, std::pair{"maxTxRate", &max_rate}}) {
+    if (st) {
+      st = o.integer64(key, out);
+    }
+  }
+  if (st) {
+    st = o.boolean("spoofchk", &vf.original.spoofchk);
+  }
+  if (st) {
+    st = o.boolean("trust", &vf.original.trust);
+  }
+  if (!st) {
+    return std::move(st).error();
+  }
+  if (auto hw = netns::HwAddress::parse(mac); hw) {
+    vf.original.mac = *hw;
+  }
+  vf.original.vlan = static_cast<uint32_t>(vlan);
+  vf.original.qos = static_cast<uint32_t>(qos);
+  vf.original.vlan_proto = static_cast<uint16_t>(proto);
+  vf.original.link_state = static_cast<netns::VfLinkState>(state);
+  vf.original.min_tx_rate = static_cast<uint32_t>(min_rate);
+  vf.original.max_tx_rate = static_cast<uint32_t>(max_rate);
+  return vf;
+}
+
+}  // namespace
+
+json AttachmentState::to_json() const {
+  return {{"version", 1},
+          {"vf", vf ? vf_to_json(*vf) : json()},
+          {"network", network},
+          {"containerID", container_id},
+          {"ifname", ifname},
+          {"netns", netns},
+          {"mode", mode},
+          {"phase", phase},
+          {"device",
+           {{"name", device.name},
+            {"index", device.index},
+            {"mac", device.mac},
+            {"mtu", device.mtu},
+            {"alias", device.alias},
+            {"altnames", device.altnames},
+            {"pci", device.pci},
+            {"key", device.key}}},
+          {"config", config},
+          {"result", result}};
+}
+
+Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std::string& where) {
+  AttachmentState s;
+  cni::Fields f(doc, where, ErrorKind::kState);
+  json dev;
+  int mtu = 0;
+  Status st = f.required_string("network", &s.network);
+  for (auto [key, out] : {std::pair{"containerID", &s.container_id}, std::pair{"ifname", &s.ifname},
+                          std::pair{"netns", &s.netns}, std::pair{"mode", &s.mode},
+                          std::pair{"phase", &s.phase}, std::pair{"config", &s.config}}) {
+    if (st) {
+      st = f.string(key, out);
+    }
+  }
+  if (st) {
+    st = f.object("device", &dev);
+  }
+  cni::Fields d(dev, where + ".device", ErrorKind::kState);
+  for (auto [key, out] : {std::pair{"name", &s.device.name}, std::pair{"mac", &s.device.mac},
+                          std::pair{"alias", &s.device.alias}, std::pair{"pci", &s.device.pci},
+                          std::pair{"key", &s.device.key}}) {
+    if (st) {
+      st = d.string(key, out);
+    }
+  }
+  if (st) {
+    st = d.string_list("altnames", &s.device.altnames);
+  }
+  if (st) {
+    st = d.integer("index", &s.device.index);
+  }
+  if (st) {
+    st = d.integer("mtu", &mtu);
+  }
+  if (!st) {
+    return std::move(st).error();
+  }
+  s.device.mtu = static_cast<uint32_t>(mtu);
+  if (doc.contains("vf") && doc["vf"].is_object()) {
+    auto vf = vf_from_json(doc["vf"], where + ".vf");
+    if (!vf) {
+      return std::move(vf).error();
+    }
+    s.vf = std::move(*vf);
+  }
+  if (doc.contains("result")) {
+    s.result = doc["result"];
+  }
+  return s;
+}
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::close(fd_);  // releases the flock
+  }
+}
+
+Expected<FileLock> StateStore::lock_device(const std::string& key) {
+  if (auto s = ensure_dirs(root_, "locks"); !s) {
+    return std::move(s).error();
+  }
+  std::string path = root_ + "/locks/" + key + ".lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Error(ErrorKind::kIo, "open lock " + path + ": " + std::strerror(errno));
+  }
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      int err = errno;
+      ::close(fd);
+      return Error(ErrorKind::kIo, "lock " + path + ": " + std::strerror(err));
+    }
+  }
+  return FileLock(fd);
+}
+
+std::string StateStore::attachment_path(const std::string& network, const std::string& container_id,
+                                        const std::string& ifname) const {
+  return root_ + "/" + network + "/" + container_id + "." + hex(ifname) + ".json";
+}
+
+Expected<std::optional<AttachmentState>> StateStore::load(const std::string& network,
+                                                          const std::string& container_id,
+                                                          const std::string& ifname) const {
+  std::string path = attachment_path(network, container_id, ifname);
+  auto text = read_file(path);
+  if (!text) {
+    return std::move(text).error();
+  }
+  if (!text->has_value()) {
+    return std::optional<AttachmentState>();
+  }
+  auto state = parse_state(**text, path);
+  if (!state) {
+    return std::move(state).error();
+  }
+  return std::optional<AttachmentState>(std::move(*state));
+}
+
+Status StateStore::save(const AttachmentState& state) {
+  if (auto s = ensure_dirs(root_, state.network); !s) {
+    return s;
+  }
+  std::string path = attachment_path(state.network, state.container_id, state.ifname);
+  std::string dir = root_ + "/" + state.network;
+  return write_atomically(dir, path.substr(dir.size() + 1), state.to_json().dump(2));
+}
+
+Status StateStore::remove(const AttachmentState& state) {
+  return remove_file(attachment_path(state.network, state.container_id, state.ifname));
+}
+
+Expected<std::optional<AttachmentState>> StateStore::holder(const std::string& key) const {
+  std::string path = root_ + "/holds/" + key;
+  auto text = read_file(path);
+  if (!text) {
+    return std::move(text).error();
+  }
+  if (!text->has_value()) {
+    return std::optional<AttachmentState>();
+  }
+  json doc = json::parse(**text, nullptr, false);
+  if (!doc.is_object()) {
+    return Error(ErrorKind::kState, "hold file " + path + " is not a JSON object");
+  }
+  std::string network;
+  std::string cid;
+  std::string ifname;
+  cni::Fields f(doc, path, ErrorKind::kState);
+  Status st = f.required_string("network", &network);
+  if (st) {
+    st = f.required_string("containerID", &cid);
+  }
+  if (st) {
+    st = f.required_string("ifname", &ifname);
+  }
+  if (!st) {
+    return std::move(st).error();
+  }
+  auto state = load(network, cid, ifname);
+  if (!state) {
+    return std::move(state).error();
+  }
+  if (!state->has_value()) {
+    // The attachment finished its DEL but died before dropping the hold.
+    AttachmentState orphan;
+    orphan.network = network;
+    orphan.container_id = cid;
+    orphan.ifname = ifname;
+    orphan.phase = "gone";
+    return std::optional<AttachmentState>(orphan);
+  }
+  return state;
+}
+
+Status StateStore::set_holder(const std::string& key, const AttachmentState& state) {
+  if (auto s = ensure_dirs(root_, "holds"); !s) {
+    return s;
+  }
+  json doc = {
+      {"network", state.network}, {"containerID", state.container_id}, {"ifname", state.ifname}};
+  return write_atomically(root_ + "/holds", key, doc.dump());
+}
+
+Status StateStore::clear_holder(const std::string& key, const AttachmentState& state) {
+  auto current = holder(key);
+  if (current && current->has_value() &&
+      ((*current)->network != state.network || (*current)->container_id != state.container_id ||
+       (*current)->ifname != state.ifname)) {
+    return ok_status();  // someone else holds it now; not ours to clear
+  }
+  return remove_file(root_ + "/holds/" + key);
+}
+
+Expected<std::vector<AttachmentState>> StateStore::list(const std::string& network) const {
+  std::vector<AttachmentState> out;
+  std::string dir = root_ + "/" + network;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) {
+      return out;
+    }
+    return Error(ErrorKind::kIo, "list " + dir + ": " + std::strerror(errno));
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".json") != 0) {
+      continue;
+    }
+    auto text = read_file(dir + "/" + name);
+    if (!text || !text->has_value()) {
+      continue;
+    }
+    auto state = parse_state(**text, dir + "/" + name);
+    if (state) {
+      out.push_back(std::move(*state));
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+Status StateStore::check_writable() {
+  if (auto s = ensure_dirs(root_, ""); !s) {
+    return s;
+  }
+  if (::access(root_.c_str(), W_OK | X_OK) != 0) {
+    return Error(ErrorKind::kNotAvailable,
+                 "state directory " + root_ + " is not writable: " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet::plugin

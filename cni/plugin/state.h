@@ -1,0 +1,107 @@
+// What DEL needs to undo an ADD, saved on disk under the state directory:
+//   <stateDir>/<network>/<containerID>.<hex(ifname)>.json   one attachment
+//   <stateDir>/holds/<device key>                            which attachment holds a device
+//   <stateDir>/locks/<device key>.lock                       flock per device
+// Files are 0600 in 0700 directories, written atomically (temp file, fsync,
+// rename, fsync of the directory). Names are built only from validated
+// values (network name and container id match [a-zA-Z0-9][a-zA-Z0-9_.-]*)
+// and hex encodings, so no input can point a path outside the state dir.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cni/error.h"
+#include "netns/vf.h"
+
+namespace rdmanet::plugin {
+
+// The host-side identity of the attached device, recorded before it moves.
+struct DeviceRecord {
+  std::string name;                   // original name in the host netns
+  int index = 0;                      // ifindex (kept across netns moves)
+  std::string mac;                    // original MAC
+  uint32_t mtu = 0;                   // original MTU
+  std::string alias;                  // original IFLA_IFALIAS
+  std::vector<std::string> altnames;  // removed before the move, restored after
+  std::string pci;                    // PCI address when known
+  std::string key;                    // lock/hold key
+};
+
+// A VF whose settings ADD changed through its PF, and what they were before.
+struct VfRecord {
+  std::string pf_pci;
+  std::string pf_name;
+  std::string sysfs_root;
+  int index = 0;
+  netns::VfState original;
+};
+
+struct AttachmentState {
+  std::string network;
+  std::string container_id;
+  std::string ifname;
+  std::string netns;
+  std::string mode;   // "netdev" | "macvlan"
+  std::string phase;  // "adding" until ADD finished, then "added"
+  DeviceRecord device;
+  std::optional<VfRecord> vf;
+  std::string config;     // the ADD's stdin, for IPAM DEL after config changes
+  nlohmann::json result;  // the ADD result (1.1.0 encoding), once known
+
+  nlohmann::json to_json() const;
+  static Expected<AttachmentState> from_json(const nlohmann::json& doc, const std::string& where);
+};
+
+// An exclusive advisory lock; released when destroyed.
+class FileLock {
+ public:
+  FileLock() = default;
+  FileLock(FileLock&& other) noexcept;
+  FileLock& operator=(FileLock&& other) noexcept;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock();
+
+ private:
+  friend class StateStore;
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+class StateStore {
+ public:
+  explicit StateStore(std::string root) : root_(std::move(root)) {}
+
+  // Blocks until this process holds the device's lock.
+  Expected<FileLock> lock_device(const std::string& key);
+
+  Expected<std::optional<AttachmentState>> load(const std::string& network,
+                                                const std::string& container_id,
+                                                const std::string& ifname) const;
+  Status save(const AttachmentState& state);
+  Status remove(const AttachmentState& state);
+
+  // The attachment (network, container id, ifname) holding a device, if any.
+  Expected<std::optional<AttachmentState>> holder(const std::string& key) const;
+  Status set_holder(const std::string& key, const AttachmentState& state);
+  Status clear_holder(const std::string& key, const AttachmentState& state);
+
+  // Every attachment of a network (for GC).
+  Expected<std::vector<AttachmentState>> list(const std::string& network) const;
+
+  // The directory holds state: writable, creatable (for STATUS).
+  Status check_writable();
+
+ private:
+  std::string attachment_path(const std::string& network, const std::string& container_id,
+                              const std::string& ifname) const;
+  std::string root_;
+};
+
+// Lower-case hex of arbitrary bytes, for file names.
+std::string hex(const std::string& bytes);
+
+}  // namespace rdmanet::plugin

@@ -1,0 +1,177 @@
+#include "cni/skel.h"
+
+#include <spdlog/spdlog.h>
+
+#include <istream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cni/log.h"
+#include "cni/version.h"
+
+namespace rdmanet::cni {
+
+namespace {
+
+Expected<std::string> read_stdin(std::istream& in) {
+  std::string text;
+  char buf[65536];
+  while (in) {
+    in.read(buf, sizeof(buf));
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxStdin) {
+      return Error(ErrorKind::kDecode,
+                   "network config on stdin exceeds " + std::to_string(kMaxStdin) + " bytes");
+    }
+  }
+  if (in.bad()) {
+    return Error(ErrorKind::kIo, "error reading the network config from stdin");
+  }
+  return text;
+}
+
+// The version rules of the spec: CHECK needs 0.4.0, STATUS and GC need 1.1.0.
+Status check_command_version(Command command, const std::string& cni_version) {
+  auto version = parse_version(cni_version);
+  if (!version) {
+    return std::move(version).error();
+  }
+  auto require = [&](SpecVersion min, const char* min_text) -> Status {
+    if (*version < min) {
+      return Error(ErrorKind::kIncompatibleVersion, std::string("config version ") + cni_version +
+                                                        " does not allow " + command_name(command) +
+                                                        " (needs " + min_text + " or later)");
+    }
+    return ok_status();
+  };
+  switch (command) {
+    case Command::kCheck:
+      return require({0, 4, 0}, "0.4.0");
+    case Command::kStatus:
+    case Command::kGc:
+      return require({1, 1, 0}, "1.1.0");
+    default:
+      return ok_status();
+  }
+}
+
+Expected<std::string> dispatch(const Plugin& plugin, const Call& call) {
+  auto run = [&](const std::function<Status(const Call&)>& handler) -> Expected<std::string> {
+    if (!handler) {
+      return std::string();
+    }
+    auto s = handler(call);
+    if (!s) {
+      return std::move(s).error();
+    }
+    return std::string();
+  };
+  switch (call.env.command) {
+    case Command::kAdd: {
+      auto result = plugin.add(call);
+      if (!result) {
+        return std::move(result).error();
+      }
+      return encode_result_string(*result, call.conf.cni_version);
+    }
+    case Command::kDel:
+      return run(plugin.del);
+    case Command::kCheck:
+      return run(plugin.check);
+    case Command::kStatus:
+      return run(plugin.status);
+    case Command::kGc:
+      return run(plugin.gc);
+    case Command::kVersion:
+      return version_info_json();
+  }
+  return Error(ErrorKind::kInternal, "unhandled command");
+}
+
+Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::istream& in,
+                             std::string* reply_version) {
+  auto env = read_environment(getenv);
+  if (!env) {
+    // Read stdin anyway so the error can carry the config's version.
+    if (auto text = read_stdin(in)) {
+      *reply_version = peek_cni_version(*text);
+    }
+    return std::move(env).error();
+  }
+  if (env->command == Command::kVersion) {
+    return version_info_json();
+  }
+  Call call;
+  call.env = std::move(*env);
+  auto text = read_stdin(in);
+  if (!text) {
+    return std::move(text).error();
+  }
+  call.stdin_text = std::move(*text);
+  *reply_version = peek_cni_version(call.stdin_text);
+
+  auto conf = parse_netconf(call.stdin_text);
+  if (!conf) {
+    return std::move(conf).error();
+  }
+  call.conf = std::move(*conf);
+  if (auto s = check_command_version(call.env.command, call.conf.cni_version); !s) {
+    return std::move(s).error();
+  }
+  auto args = parse_cni_args(call.env.args, plugin.known_args);
+  if (!args) {
+    return std::move(args).error();
+  }
+  call.args = std::move(*args);
+
+  std::string context = std::string(command_name(call.env.command)) + " " + call.conf.name;
+  if (!call.env.container_id.empty()) {
+    context += " " + call.env.container_id.substr(0, 12) + "/" + call.env.ifname;
+  }
+  configure_logging(call.conf, context);
+  auto reply = dispatch(plugin, call);
+  if (!reply) {
+    spdlog::error("{} (code {})", reply.error().msg(), cni_code(reply.error()));
+  } else {
+    spdlog::debug("done");
+  }
+  return reply;
+}
+
+}  // namespace
+
+std::string error_json(const Error& error, const std::string& cni_version) {
+  nlohmann::json doc = {
+      {"cniVersion", cni_version.empty() ? std::string(kLatestVersion) : cni_version},
+      {"code", cni_code(error)},
+      {"msg", error.msg()},
+  };
+  if (!error.details().empty()) {
+    doc["details"] = error.details();
+  }
+  // Messages may quote hostile input; replace invalid UTF-8 rather than throw.
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+int plugin_main(const Plugin& plugin, const Getenv& getenv, std::istream& in, std::ostream& out) {
+  init_logging(plugin.name);
+  std::string reply_version;
+  Expected<std::string> reply = Error(ErrorKind::kInternal, "not run");
+  try {
+    reply = handle(plugin, getenv, in, &reply_version);
+  } catch (const std::exception& e) {
+    reply = Error(ErrorKind::kInternal, std::string("internal error: ") + e.what());
+  }
+  if (!reply) {
+    out << error_json(reply.error(), reply_version) << "\n";
+    out.flush();
+    return 1;
+  }
+  if (!reply->empty()) {
+    out << *reply << "\n";
+  }
+  out.flush();
+  return out.good() ? 0 : 1;
+}
+
+}  // namespace rdmanet::cni

@@ -1,0 +1,89 @@
+// The IPAM rules on top of the store: one address per range set per
+// attachment, idempotent ADD, DEL/CHECK/GC/STATUS, and the reclaim rule.
+//
+// Reclaim rule. A lease is reclaimed (its address becomes free again) when
+//   1. its file cannot be parsed (a write torn by a crash), or
+//   2. it is an orphan: the record of the attachment it names does not exist
+//      or does not list its address (a crash between claiming the lease and
+//      writing the record, or between the two steps of DEL), or
+//   3. it is stale: the netns path recorded at ADD no longer exists (the pod's
+//      sandbox is gone: node reboot, force delete, missed DEL). The whole
+//      attachment (every lease and the record) is released.
+// The leases an ADD holds or has just claimed are never reclaimed during that
+// ADD (its older orphans are, like anyone's). The rule is
+// applied lazily, by a sweep over all leases, only when a range set has no
+// free address left (ADD or STATUS), and by GC; ADD and DEL never scan.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cni/config.h"
+#include "cni/error.h"
+#include "cni/result.h"
+#include "ipam/config.h"
+#include "ipam/pool.h"
+#include "ipam/store.h"
+
+namespace rdmanet::ipam {
+
+struct Attachment {
+  Owner owner;
+  std::string netns;
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+};
+
+struct Allocation {
+  IpAddr ip;
+  Range range;  // the range holding ip: prefix length and gateway for the result
+};
+
+class Allocator {
+ public:
+  // `store_dir` is <dataDir>/<network>. `netns_exists` decides rule 3 (tests
+  // replace it; the default stat()s the path).
+  Allocator(IpamConfig config, std::string store_dir,
+            std::function<bool(const std::string&)> netns_exists = {});
+
+  // The attachment's addresses, one per range set: those it already holds, or
+  // new ones (the requested address for a range set when there is one).
+  Expected<std::vector<Allocation>> add(const Attachment& who,
+                                        const std::vector<IpAddr>& requested);
+  // Releases the attachment's addresses; succeeds when it holds none.
+  Status del(const Owner& who);
+  // Fails unless the attachment holds an address in every range set.
+  Status check(const Owner& who);
+  // Releases every lease and record whose attachment is not in `valid`, and
+  // every lease its attachment's record does not list.
+  Status gc(const std::vector<Owner>& valid);
+  // kNotAvailable when some range set has no free address even after a sweep.
+  Status status();
+
+ private:
+  Expected<Store> open_store();
+  Expected<Index*> index_for(Store& store, size_t set);
+  Status rebuild_indexes(Store& store, const std::vector<Lease>& leases);
+  // Applies the reclaim rule to every lease but those in `keep`.
+  Status sweep(Store& store, const std::vector<IpAddr>& keep);
+  Expected<IpAddr> allocate(Store& store, size_t set, const Lease& proto,
+                            const std::vector<IpAddr>& keep);
+  Expected<IpAddr> claim_requested(Store& store, size_t set, const IpAddr& ip, const Lease& proto,
+                                   const std::vector<IpAddr>& keep);
+  Status release_attachment(Store& store, const Owner& owner, const std::vector<IpAddr>& ips);
+  std::optional<size_t> set_of(const IpAddr& ip) const;
+  void note_taken(Store& store, size_t set, const IpAddr& ip, bool taken, bool advance_cursor);
+
+  IpamConfig config_;
+  std::string dir_;
+  std::function<bool(const std::string&)> netns_exists_;
+  std::vector<Pool> pools_;
+  std::vector<std::optional<Index>> indexes_;
+};
+
+// The CNI result for an ADD.
+cni::Result to_result(const IpamConfig& config, const std::vector<Allocation>& allocations);
+
+}  // namespace rdmanet::ipam

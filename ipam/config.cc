@@ -1,0 +1,222 @@
+#include "ipam/config.h"
+
+#include "cni/json_fields.h"
+
+namespace rdmanet::ipam {
+
+using cni::Fields;
+using nlohmann::json;
+
+namespace {
+
+constexpr ErrorKind kInvalid = ErrorKind::kInvalidConfig;
+
+Expected<IpAddr> address_field(const Fields& f, const std::string& key, bool* present) {
+  std::string text;
+  if (auto s = f.string(key, &text); !s) {
+    return std::move(s).error();
+  }
+  *present = !text.empty();
+  if (text.empty()) {
+    return IpAddr{};
+  }
+  auto ip = parse_ip(text);
+  if (!ip) {
+    return f.error(key, "is not a valid IP address: \"" + text + "\"");
+  }
+  return *ip;
+}
+
+// One range, with host-local's defaults and checks.
+Expected<Range> parse_range(const json& obj, const std::string& where) {
+  Fields f(obj, where, kInvalid);
+  Range r;
+  r.where = where;
+  std::string subnet;
+  if (auto s = f.required_string("subnet", &subnet); !s) {
+    return std::move(s).error();
+  }
+  auto prefix = parse_prefix(subnet);
+  if (!prefix) {
+    return f.error("subnet", "is not a valid CIDR: \"" + subnet + "\"");
+  }
+  if (prefix->has_host_bits()) {
+    return f.error("subnet",
+                   "has host bits set: \"" + subnet + "\" (network is " + prefix->str() + ")");
+  }
+  // Like host-local: a subnet needs at least 2 host bits (v4 /31 and /32, v6
+  // /127 and /128 leave nothing to hand out besides network and gateway).
+  if (prefix->len > prefix->addr.bits() - 2) {
+    return f.error("subnet", "\"" + subnet + "\" is too small to allocate from (at most /" +
+                                 std::to_string(prefix->addr.bits() - 2) + ")");
+  }
+  r.subnet = *prefix;
+  IpAddr network = prefix->network();
+  IpAddr last = prefix->last();
+
+  struct Field {
+    const char* key;
+    IpAddr* out;
+    IpAddr fallback;
+  };
+  for (auto [key, out, fallback] :
+       {Field{"gateway", &r.gateway, add(network, 1)},
+        Field{"rangeStart", &r.start, add(network, 1)},
+        Field{"rangeEnd", &r.end, prefix->addr.v6 ? last : IpAddr{false, last.value - 1}}}) {
+    bool present = false;
+    auto ip = address_field(f, key, &present);
+    if (!ip) {
+      return std::move(ip).error();
+    }
+    if (!present) {
+      *out = fallback;
+      continue;
+    }
+    if (!prefix->contains(*ip)) {
+      return f.error(key, ip->str() + " is not in subnet " + prefix->str());
+    }
+    *out = *ip;
+  }
+  if (r.start > r.end) {
+    return f.error("rangeStart", r.start.str() + " is after rangeEnd " + r.end.str());
+  }
+  return r;
+}
+
+bool overlaps(const Range& a, const Range& b) {
+  return a.subnet.addr.v6 == b.subnet.addr.v6 && a.start <= b.end && b.start <= a.end;
+}
+
+Status parse_routes(const Fields& f, std::vector<cni::Route>* routes) {
+  std::vector<json> items;
+  if (auto s = f.object_list("routes", &items); !s) {
+    return s;
+  }
+  for (size_t n = 0; n < items.size(); ++n) {
+    Fields rf(items[n], f.path("routes") + "[" + std::to_string(n) + "]", kInvalid);
+    cni::Route route;
+    if (auto s = rf.required_string("dst", &route.dst); !s) {
+      return s;
+    }
+    if (!cni::is_valid_cidr(route.dst)) {
+      return rf.error("dst", "is not a valid CIDR: \"" + route.dst + "\"");
+    }
+    if (auto s = rf.string("gw", &route.gw); !s) {
+      return s;
+    }
+    if (!route.gw.empty() && !parse_ip(route.gw)) {
+      return rf.error("gw", "is not a valid IP address: \"" + route.gw + "\"");
+    }
+    routes->push_back(std::move(route));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::string RangeSet::describe() const {
+  std::string out;
+  for (const auto& r : ranges) {
+    out += (out.empty() ? "" : ",") + r.start.str() + "-" + r.end.str();
+  }
+  return out;
+}
+
+Expected<IpamConfig> parse_ipam_config(const json& ipam) {
+  IpamConfig config;
+  Fields f(ipam, "ipam", kInvalid);
+  if (auto s = f.string("dataDir", &config.data_dir); !s) {
+    return std::move(s).error();
+  }
+  if (config.data_dir.empty()) {
+    config.data_dir = kDefaultDataDir;
+  }
+
+  // The legacy single range at the top level comes first, as in host-local.
+  if (f.has("subnet")) {
+    auto r = parse_range(ipam, "ipam");
+    if (!r) {
+      return std::move(r).error();
+    }
+    config.range_sets.push_back(RangeSet{{std::move(*r)}, "ipam"});
+  }
+  if (f.has("ranges")) {
+    const json& sets = ipam["ranges"];
+    if (!sets.is_array()) {
+      return f.error("ranges", std::string("must be an array of range sets, got ") +
+                                   cni::json_type_name(sets));
+    }
+    for (size_t i = 0; i < sets.size(); ++i) {
+      std::string set_where = "ipam.ranges[" + std::to_string(i) + "]";
+      if (!sets[i].is_array() || sets[i].empty()) {
+        return Error(kInvalid, set_where + " must be a non-empty array of ranges");
+      }
+      RangeSet set;
+      set.where = set_where;
+      for (size_t j = 0; j < sets[i].size(); ++j) {
+        std::string where = set_where + "[" + std::to_string(j) + "]";
+        if (!sets[i][j].is_object()) {
+          return Error(kInvalid,
+                       where + " must be an object, got " + cni::json_type_name(sets[i][j]));
+        }
+        auto r = parse_range(sets[i][j], where);
+        if (!r) {
+          return std::move(r).error();
+        }
+        if (!set.ranges.empty() && set.ranges.front().subnet.addr.v6 != r->subnet.addr.v6) {
+          return Error(kInvalid, where + ".subnet mixes address families within " + set_where);
+        }
+        set.ranges.push_back(std::move(*r));
+      }
+      config.range_sets.push_back(std::move(set));
+    }
+  }
+  if (config.range_sets.empty()) {
+    return Error(kInvalid, "ipam.ranges: no IP ranges specified");
+  }
+  // No two ranges anywhere may overlap: an address belongs to one range set.
+  std::vector<const Range*> all;
+  for (const auto& set : config.range_sets) {
+    for (const auto& r : set.ranges) {
+      for (const Range* other : all) {
+        if (overlaps(*other, r)) {
+          return Error(kInvalid, r.where + " overlaps with " + other->where + " (" + r.start.str() +
+                                     "-" + r.end.str() + " and " + other->start.str() + "-" +
+                                     other->end.str() + ")");
+        }
+      }
+      all.push_back(&r);
+    }
+  }
+
+  std::vector<std::string> exclude;
+  if (auto s = f.string_list("exclude", &exclude); !s) {
+    return std::move(s).error();
+  }
+  for (size_t n = 0; n < exclude.size(); ++n) {
+    auto p = parse_ip_or_prefix(exclude[n]);
+    if (!p) {
+      return Error(kInvalid, "ipam.exclude[" + std::to_string(n) +
+                                 "] is not a valid CIDR or address: \"" + exclude[n] + "\"");
+    }
+    config.exclude.push_back(*p);
+  }
+
+  if (auto s = parse_routes(f, &config.routes); !s) {
+    return std::move(s).error();
+  }
+  json dns;
+  if (auto s = f.object("dns", &dns); !s) {
+    return std::move(s).error();
+  }
+  if (!dns.is_null()) {
+    auto decoded = cni::decode_dns(dns, "ipam.dns");
+    if (!decoded) {
+      return Error(kInvalid, decoded.error().msg());
+    }
+    config.dns = std::move(*decoded);
+  }
+  return config;
+}
+
+}  // namespace rdmanet::ipam

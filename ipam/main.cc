@@ -1,0 +1,128 @@
+// rdmanet-ipam: node-local IPAM, host-local compatible, constant cost per
+// ADD/DEL at any number of leases. See ipam/README.md.
+#include <algorithm>
+#include <iostream>
+
+#include "cni/json_fields.h"
+#include "cni/skel.h"
+#include "ipam/allocator.h"
+#include "ipam/config.h"
+
+namespace rdmanet::ipam {
+namespace {
+
+Expected<Allocator> allocator_for(const cni::Call& call) {
+  auto config = parse_ipam_config(call.conf.ipam);
+  if (!config) {
+    return std::move(config).error();
+  }
+  std::string dir = config->data_dir + "/" + call.conf.name;
+  return Allocator(std::move(*config), std::move(dir));
+}
+
+// Requested addresses from runtimeConfig.ips, args.cni.ips and CNI_ARGS IP=
+// ("a,b"); "10.1.2.3/16" is accepted and its prefix ignored, as host-local does.
+Expected<std::vector<IpAddr>> requested_ips(const cni::Call& call) {
+  std::vector<std::pair<std::string, std::string>> texts;  // (where, text)
+  for (size_t n = 0; n < call.conf.runtime.ips.size(); ++n) {
+    texts.emplace_back("runtimeConfig.ips[" + std::to_string(n) + "]", call.conf.runtime.ips[n]);
+  }
+  std::vector<std::string> args_ips;
+  cni::Fields args(call.conf.args_cni, "args.cni", ErrorKind::kInvalidConfig);
+  if (auto s = args.string_list("ips", &args_ips); !s) {
+    return std::move(s).error();
+  }
+  for (size_t n = 0; n < args_ips.size(); ++n) {
+    texts.emplace_back("args.cni.ips[" + std::to_string(n) + "]", args_ips[n]);
+  }
+  std::string env_ips = call.args.get("IP");
+  for (size_t pos = 0; !env_ips.empty() && pos <= env_ips.size();) {
+    size_t comma = std::min(env_ips.find(',', pos), env_ips.size());
+    texts.emplace_back("CNI_ARGS IP", env_ips.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  std::vector<IpAddr> out;
+  for (const auto& [where, text] : texts) {
+    auto ip = parse_ip(text.substr(0, text.find('/')));
+    if (!ip) {
+      return Error(ErrorKind::kInvalidConfig,
+                   where + " is not a valid IP address: \"" + text + "\"");
+    }
+    if (std::find(out.begin(), out.end(), *ip) == out.end()) {
+      out.push_back(*ip);
+    }
+  }
+  return out;
+}
+
+Owner owner_of(const cni::Call& call) { return {call.env.container_id, call.env.ifname}; }
+
+Expected<cni::Result> cmd_add(const cni::Call& call) {
+  auto allocator = allocator_for(call);
+  if (!allocator) {
+    return std::move(allocator).error();
+  }
+  auto requested = requested_ips(call);
+  if (!requested) {
+    return std::move(requested).error();
+  }
+  Attachment who{owner_of(call), call.env.netns, call.args.k8s_pod_namespace,
+                 call.args.k8s_pod_name, call.args.k8s_pod_uid};
+  auto allocations = allocator->add(who, *requested);
+  if (!allocations) {
+    return std::move(allocations).error();
+  }
+  auto config = parse_ipam_config(call.conf.ipam);
+  return to_result(*config, *allocations);
+}
+
+Status cmd_del(const cni::Call& call) {
+  auto allocator = allocator_for(call);
+  if (!allocator) {
+    return std::move(allocator).error();
+  }
+  return allocator->del(owner_of(call));
+}
+
+Status cmd_check(const cni::Call& call) {
+  auto allocator = allocator_for(call);
+  if (!allocator) {
+    return std::move(allocator).error();
+  }
+  return allocator->check(owner_of(call));
+}
+
+Status cmd_gc(const cni::Call& call) {
+  auto allocator = allocator_for(call);
+  if (!allocator) {
+    return std::move(allocator).error();
+  }
+  std::vector<Owner> valid;
+  for (const auto& ref : call.conf.valid_attachments) {
+    valid.push_back({ref.container_id, ref.ifname});
+  }
+  return allocator->gc(valid);
+}
+
+Status cmd_status(const cni::Call& call) {
+  auto allocator = allocator_for(call);
+  if (!allocator) {
+    return std::move(allocator).error();
+  }
+  return allocator->status();
+}
+
+}  // namespace
+}  // namespace rdmanet::ipam
+
+int main() {
+  rdmanet::cni::Plugin plugin;
+  plugin.name = "rdmanet-ipam";
+  plugin.known_args = {"IP"};
+  plugin.add = rdmanet::ipam::cmd_add;
+  plugin.del = rdmanet::ipam::cmd_del;
+  plugin.check = rdmanet::ipam::cmd_check;
+  plugin.gc = rdmanet::ipam::cmd_gc;
+  plugin.status = rdmanet::ipam::cmd_status;
+  return rdmanet::cni::plugin_main(plugin, rdmanet::cni::process_getenv(), std::cin, std::cout);
+}

@@ -1,0 +1,587 @@
+#include "ipam/store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace rdmanet::ipam {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kTmpPrefix = ".tmp-";
+constexpr uint64_t kIndexMagic = 0x3130584449444d52ULL;  // "RDMIDX01"
+constexpr size_t kIndexHeader = 64;
+
+Error io_error(const std::string& what, int err) {
+  return {ErrorKind::kIo, what + ": " + std::strerror(err)};
+}
+
+int open_dir(int at, const char* name) {
+  return openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+Status make_dirs(const std::string& path) {
+  // mkdir -p, each new level 0700.
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos == path.size() || path[pos] == '/') {
+      std::string part = path.substr(0, pos);
+      if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+        return io_error("creating " + part, errno);
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status write_all(int fd, const char* data, size_t size, off_t offset, const std::string& what) {
+  while (size > 0) {
+    ssize_t n = pwrite(fd, data, size, offset);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return io_error("writing " + what, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return ok_status();
+}
+
+bool read_all(int fd, char* data, size_t size, off_t offset) {
+  while (size > 0) {
+    ssize_t n = pread(fd, data, size, offset);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return true;
+}
+
+// The content of a file, nullopt when it does not exist.
+Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& name,
+                                               const std::string& what) {
+  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return std::optional<std::string>();
+    }
+    return io_error("opening " + what, errno);
+  }
+  std::string text;
+  std::array<char, 4096> buf{};
+  for (;;) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return io_error("reading " + what, err);
+    }
+    if (n == 0) {
+      break;
+    }
+    text.append(buf.data(), static_cast<size_t>(n));
+  }
+  close(fd);
+  return std::optional<std::string>(std::move(text));
+}
+
+Expected<std::vector<std::string>> list_dir(int dir_fd, const std::string& what) {
+  int fd = dup(dir_fd);
+  if (fd < 0) {
+    return io_error("listing " + what, errno);
+  }
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    close(fd);
+    return io_error("listing " + what, err);
+  }
+  rewinddir(d);
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {  // NOLINT(concurrency-mt-unsafe): one thread
+    std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      names.push_back(std::move(name));
+    }
+  }
+  closedir(d);
+  return names;
+}
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::string unhex(const std::string& text) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+      return c - 'a' + 10;
+    }
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i + 1 < text.size(); i += 2) {
+    int hi = nibble(text[i]);
+    int lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) {
+      return {};
+    }
+    out += static_cast<char>((hi << 4) | lo);
+  }
+  return text.size() % 2 == 0 ? out : std::string();
+}
+
+// JSON holds UTF-8 only; an ifname may hold any byte libcni allows, so it is
+// stored in hex too ("ifname" stays for people reading the file).
+void put_owner(json* doc, const Owner& owner) {
+  (*doc)["containerID"] = owner.container_id;
+  (*doc)["ifname"] = owner.ifname;
+  (*doc)["ifnameHex"] = hex(owner.ifname);
+}
+
+std::string str_field(const json& doc, const char* key);
+
+Owner get_owner(const json& doc) {
+  return {str_field(doc, "containerID"), unhex(str_field(doc, "ifnameHex"))};
+}
+
+std::string lease_json(const Lease& lease) {
+  json doc = {{"ip", lease.ip.str()}, {"netns", lease.netns}};
+  put_owner(&doc, lease.owner);
+  if (!lease.pod_namespace.empty()) {
+    doc["podNamespace"] = lease.pod_namespace;
+  }
+  if (!lease.pod_name.empty()) {
+    doc["podName"] = lease.pod_name;
+  }
+  if (!lease.pod_uid.empty()) {
+    doc["podUID"] = lease.pod_uid;
+  }
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string str_field(const json& doc, const char* key) {
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Lease parse_lease(const IpAddr& ip, const std::string& text) {
+  Lease lease;
+  lease.ip = ip;
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || str_field(doc, "ip") != ip.str() || get_owner(doc).container_id.empty() ||
+      get_owner(doc).ifname.empty()) {
+    lease.readable = false;
+    return lease;
+  }
+  lease.owner = get_owner(doc);
+  lease.netns = str_field(doc, "netns");
+  lease.pod_namespace = str_field(doc, "podNamespace");
+  lease.pod_name = str_field(doc, "podName");
+  lease.pod_uid = str_field(doc, "podUID");
+  return lease;
+}
+
+std::optional<Record> parse_record(const std::string& text) {
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("ips") || !doc["ips"].is_array()) {
+    return std::nullopt;
+  }
+  Record r;
+  r.owner = get_owner(doc);
+  r.netns = str_field(doc, "netns");
+  for (const auto& item : doc["ips"]) {
+    if (!item.is_string()) {
+      return std::nullopt;
+    }
+    auto ip = parse_ip(item.get<std::string>());
+    if (!ip) {
+      return std::nullopt;
+    }
+    r.ips.push_back(*ip);
+  }
+  if (r.owner.container_id.empty() || r.owner.ifname.empty()) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+}  // namespace
+
+Expected<Store> Store::open(const std::string& dir) {
+  if (auto s = make_dirs(dir); !s) {
+    return std::move(s).error();
+  }
+  Store store(dir);
+  int dir_fd = open_dir(AT_FDCWD, dir.c_str());
+  if (dir_fd < 0) {
+    return io_error("opening " + dir, errno);
+  }
+  store.lock_fd_ = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (store.lock_fd_ < 0) {
+    int err = errno;
+    close(dir_fd);
+    return io_error("opening " + dir + "/lock", err);
+  }
+  while (flock(store.lock_fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      int err = errno;
+      close(dir_fd);
+      return io_error("locking " + dir + "/lock", err);
+    }
+  }
+  std::array<std::pair<const char*, int*>, 3> subdirs = {
+      std::pair{"leases", &store.leases_fd_}, std::pair{"attachments", &store.records_fd_},
+      std::pair{"index", &store.index_fd_}};
+  bool created = false;
+  for (auto [name, fd] : subdirs) {
+    *fd = open_dir(dir_fd, name);
+    if (*fd < 0 && errno == ENOENT) {
+      if (mkdirat(dir_fd, name, 0700) != 0 && errno != EEXIST) {
+        int err = errno;
+        close(dir_fd);
+        return io_error("creating " + dir + "/" + name, err);
+      }
+      created = true;
+      *fd = open_dir(dir_fd, name);
+    }
+    if (*fd < 0) {
+      int err = errno;
+      close(dir_fd);
+      return io_error("opening " + dir + "/" + name, err);
+    }
+  }
+  if (created && fsync(dir_fd) != 0) {
+    int err = errno;
+    close(dir_fd);
+    return io_error("syncing " + dir, err);
+  }
+  close(dir_fd);
+  return store;
+}
+
+Store::Store(Store&& other) noexcept
+    : dir_(std::move(other.dir_)),
+      lock_fd_(std::exchange(other.lock_fd_, -1)),
+      leases_fd_(std::exchange(other.leases_fd_, -1)),
+      records_fd_(std::exchange(other.records_fd_, -1)),
+      index_fd_(std::exchange(other.index_fd_, -1)),
+      leases_dirty_(other.leases_dirty_),
+      records_dirty_(other.records_dirty_),
+      tmp_counter_(other.tmp_counter_) {}
+
+Store::~Store() {
+  for (int fd : {index_fd_, records_fd_, leases_fd_, lock_fd_}) {
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+}
+
+Status Store::write_new(int dir_fd, const std::string& what, const std::string& content,
+                        std::string* tmp_name) {
+  *tmp_name = kTmpPrefix + std::to_string(getpid()) + "-" + std::to_string(tmp_counter_++);
+  int fd = openat(dir_fd, tmp_name->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
+  if (fd < 0) {
+    return io_error("creating " + what, errno);
+  }
+  auto s = write_all(fd, content.data(), content.size(), 0, what);
+  if (s && fdatasync(fd) != 0) {
+    s = io_error("syncing " + what, errno);
+  }
+  close(fd);
+  if (!s) {
+    unlinkat(dir_fd, tmp_name->c_str(), 0);
+  }
+  return s;
+}
+
+Expected<bool> Store::claim(const Lease& lease) {
+  std::string name = lease.ip.str();
+  std::string what = dir_ + "/leases/" + name;
+  std::string tmp;
+  if (auto s = write_new(leases_fd_, what, lease_json(lease), &tmp); !s) {
+    return std::move(s).error();
+  }
+  int rc = linkat(leases_fd_, tmp.c_str(), leases_fd_, name.c_str(), 0);
+  int err = errno;
+  unlinkat(leases_fd_, tmp.c_str(), 0);
+  if (rc != 0) {
+    if (err == EEXIST) {
+      return false;
+    }
+    return io_error("creating " + what, err);
+  }
+  leases_dirty_ = true;
+  return true;
+}
+
+Expected<std::optional<Lease>> Store::read_lease(const IpAddr& ip) const {
+  std::string name = ip.str();
+  auto text = read_file(leases_fd_, name, dir_ + "/leases/" + name);
+  if (!text) {
+    return std::move(text).error();
+  }
+  if (!*text) {
+    return std::optional<Lease>();
+  }
+  return std::optional<Lease>(parse_lease(ip, **text));
+}
+
+Status Store::release(const IpAddr& ip) {
+  std::string name = ip.str();
+  if (unlinkat(leases_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return io_error("removing " + dir_ + "/leases/" + name, errno);
+  }
+  leases_dirty_ = true;
+  return ok_status();
+}
+
+Expected<std::vector<Lease>> Store::list_leases() const {
+  auto names = list_dir(leases_fd_, dir_ + "/leases");
+  if (!names) {
+    return std::move(names).error();
+  }
+  std::vector<Lease> leases;
+  for (const auto& name : *names) {
+    auto ip = parse_ip(name);
+    if (!ip) {
+      continue;  // temporaries
+    }
+    auto lease = read_lease(*ip);
+    if (!lease) {
+      return std::move(lease).error();
+    }
+    if (*lease) {
+      leases.push_back(std::move(**lease));
+    }
+  }
+  return leases;
+}
+
+std::string Store::record_name(const Owner& owner) {
+  std::string key = owner.container_id + '\0' + owner.ifname;
+  std::array<char, 17> h{};
+  snprintf(
+      h.data(), h.size(), "%016llx",
+      static_cast<unsigned long long>(fnv1a64(key)));  // NOLINT(cppcoreguidelines-pro-type-vararg)
+  // The container id is validated ([a-zA-Z0-9][a-zA-Z0-9_.-]*) but may be long;
+  // the ifname is hex-encoded. Both are checked against the content anyway.
+  return std::string(h.data()) + "-" + owner.container_id.substr(0, 64) + "-" + hex(owner.ifname);
+}
+
+Expected<std::optional<Record>> Store::read_record(const Owner& owner) const {
+  std::string name = record_name(owner);
+  std::string what = dir_ + "/attachments/" + name;
+  auto text = read_file(records_fd_, name, what);
+  if (!text) {
+    return std::move(text).error();
+  }
+  if (!*text) {
+    return std::optional<Record>();
+  }
+  auto record = parse_record(**text);
+  if (!record || record->owner != owner) {
+    // A torn or foreign record: the leases decide (they name their owner).
+    return std::optional<Record>();
+  }
+  return record;
+}
+
+Status Store::write_record(const Record& record) {
+  json ips = json::array();
+  for (const auto& ip : record.ips) {
+    ips.push_back(ip.str());
+  }
+  json doc = {{"netns", record.netns}, {"ips", ips}};
+  put_owner(&doc, record.owner);
+  std::string name = record_name(record.owner);
+  std::string what = dir_ + "/attachments/" + name;
+  std::string tmp;
+  if (auto s = write_new(records_fd_, what,
+                         doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", &tmp);
+      !s) {
+    return s;
+  }
+  if (renameat(records_fd_, tmp.c_str(), records_fd_, name.c_str()) != 0) {
+    int err = errno;
+    unlinkat(records_fd_, tmp.c_str(), 0);
+    return io_error("renaming " + what, err);
+  }
+  records_dirty_ = true;
+  return ok_status();
+}
+
+Status Store::remove_record(const Owner& owner) {
+  std::string name = record_name(owner);
+  if (unlinkat(records_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return io_error("removing " + dir_ + "/attachments/" + name, errno);
+  }
+  records_dirty_ = true;
+  return ok_status();
+}
+
+Expected<std::vector<Record>> Store::list_records() const {
+  auto names = list_dir(records_fd_, dir_ + "/attachments");
+  if (!names) {
+    return std::move(names).error();
+  }
+  std::vector<Record> records;
+  for (const auto& name : *names) {
+    if (name.rfind(kTmpPrefix, 0) == 0) {
+      continue;
+    }
+    auto text = read_file(records_fd_, name, dir_ + "/attachments/" + name);
+    if (!text) {
+      return std::move(text).error();
+    }
+    if (!*text) {
+      continue;
+    }
+    if (auto record = parse_record(**text); record && record_name(record->owner) == name) {
+      records.push_back(std::move(*record));
+    }
+  }
+  return records;
+}
+
+Status Store::sync() {
+  if (leases_dirty_ && fsync(leases_fd_) != 0) {
+    return io_error("syncing " + dir_ + "/leases", errno);
+  }
+  leases_dirty_ = false;
+  if (records_dirty_ && fsync(records_fd_) != 0) {
+    return io_error("syncing " + dir_ + "/attachments", errno);
+  }
+  records_dirty_ = false;
+  return ok_status();
+}
+
+Expected<std::optional<Index>> Store::load_index(size_t set, uint64_t fingerprint,
+                                                 size_t bits) const {
+  std::string name = std::to_string(set);
+  int fd = openat(index_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return std::optional<Index>();
+    }
+    return io_error("opening " + dir_ + "/index/" + name, errno);
+  }
+  std::array<uint64_t, kIndexHeader / 8> header{};
+  Index index;
+  index.taken = Bitmap(bits);
+  auto& words = index.taken.words();
+  struct stat st {};
+  bool ok = fstat(fd, &st) == 0 &&
+            static_cast<size_t>(st.st_size) == kIndexHeader + words.size() * 8 &&
+            read_all(fd, reinterpret_cast<char*>(header.data()), kIndexHeader, 0) &&
+            header[0] == kIndexMagic && header[1] == fingerprint && header[2] == bits &&
+            read_all(fd, reinterpret_cast<char*>(words.data()), words.size() * 8, kIndexHeader);
+  close(fd);
+  if (!ok) {
+    return std::optional<Index>();
+  }
+  index.fingerprint = fingerprint;
+  index.cursor = (u128{header[4]} << 64) | header[3];
+  return std::optional<Index>(std::move(index));
+}
+
+Status Store::save_index(size_t set, const Index& index) {
+  std::string name = std::to_string(set);
+  std::string what = dir_ + "/index/" + name;
+  const auto& words = index.taken.words();
+  std::string content(kIndexHeader + words.size() * 8, '\0');
+  std::array<uint64_t, kIndexHeader / 8> header{};
+  header[0] = kIndexMagic;
+  header[1] = index.fingerprint;
+  header[2] = index.taken.size();
+  header[3] = static_cast<uint64_t>(index.cursor);
+  header[4] = static_cast<uint64_t>(index.cursor >> 64);
+  std::memcpy(content.data(), header.data(), kIndexHeader);
+  if (!words.empty()) {
+    std::memcpy(content.data() + kIndexHeader, words.data(), words.size() * 8);
+  }
+  // Atomically replaced but not fsynced: the index is a hint (see store.h).
+  std::string tmp = kTmpPrefix + std::to_string(getpid()) + "-" + std::to_string(tmp_counter_++);
+  int fd =
+      openat(index_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return io_error("creating " + what, errno);
+  }
+  auto s = write_all(fd, content.data(), content.size(), 0, what);
+  close(fd);
+  if (s && renameat(index_fd_, tmp.c_str(), index_fd_, name.c_str()) != 0) {
+    s = io_error("renaming " + what, errno);
+  }
+  if (!s) {
+    unlinkat(index_fd_, tmp.c_str(), 0);
+  }
+  return s;
+}
+
+Status Store::save_index_word(size_t set, const Index& index, size_t bit) {
+  std::string name = std::to_string(set);
+  std::string what = dir_ + "/index/" + name;
+  int fd = openat(index_fd_, name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return io_error("opening " + what, errno);
+  }
+  std::array<uint64_t, 2> cursor = {static_cast<uint64_t>(index.cursor),
+                                    static_cast<uint64_t>(index.cursor >> 64)};
+  auto s = write_all(fd, reinterpret_cast<const char*>(cursor.data()), 16, 24, what);
+  if (s && bit < index.taken.size()) {
+    uint64_t word = index.taken.words()[bit / 64];
+    s = write_all(fd, reinterpret_cast<const char*>(&word), 8,
+                  static_cast<off_t>(kIndexHeader + (bit / 64) * 8), what);
+  }
+  close(fd);
+  return s;
+}
+
+Status Store::remove_temporaries() {
+  for (auto [fd, sub] : {std::pair{leases_fd_, "leases"}, std::pair{records_fd_, "attachments"},
+                         std::pair{index_fd_, "index"}}) {
+    auto names = list_dir(fd, dir_ + "/" + sub);
+    if (!names) {
+      return std::move(names).error();
+    }
+    for (const auto& name : *names) {
+      if (name.rfind(kTmpPrefix, 0) == 0) {
+        unlinkat(fd, name.c_str(), 0);
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet::ipam

@@ -1,0 +1,133 @@
+// The lease store of one network: <dataDir>/<network>/.
+//
+// Why this layout: host-local keeps one file per address and reads all of
+// them on every ADD and DEL, so its cost grows with the number of leases. Here
+// every ADD and DEL touches a constant number of files:
+//
+//   lock                 flock()ed exclusively by every command: one writer at a time,
+//                        across processes; the kernel drops it when a process dies.
+//   leases/<address>     one file per leased address, created by link(2) from a
+//                        fully written and fsynced temporary, so it appears atomically
+//                        with its content and link's EEXIST makes double allocation
+//                        impossible even if every other file were lost. It names its
+//                        attachment, the pod's netns path and K8S_POD_*.
+//   attachments/<name>   one record per (container id, ifname) listing its addresses:
+//                        what idempotent ADD, DEL and CHECK read. The name is a hash of
+//                        both ids plus the (validated) container id and the ifname in
+//                        hex, so no byte of the ifname can reach the path; the content
+//                        holds both ids and is compared on every read.
+//   index/<set>          per range set: next-fit cursor and a bitmap of taken ordinals.
+//                        Only a hint, never fsynced: a set bit without a lease is
+//                        found by the sweep (see allocator.h), a clear bit with a lease
+//                        costs one EEXIST. Rebuilt from leases/ only when missing,
+//                        corrupt or built for another configuration.
+//
+// Writes go to a temporary in the same directory, are fdatasync()ed, then
+// linked/renamed into place; sync() fsyncs the directories before the caller
+// reports success. A kill -9 between any two steps leaves either nothing, a
+// temporary (removed by the sweep), a lease its record does not list (an
+// orphan: reclaimable) or a record listing a lease that is gone (ignored).
+// Files are 0600, directories 0700.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cni/error.h"
+#include "ipam/ip.h"
+#include "ipam/pool.h"
+
+namespace rdmanet::ipam {
+
+// The attachment a lease belongs to.
+struct Owner {
+  std::string container_id;
+  std::string ifname;
+  bool operator==(const Owner&) const = default;
+  std::string str() const { return container_id + "/" + ifname; }
+};
+
+struct Lease {
+  IpAddr ip;
+  Owner owner;
+  std::string netns;  // CNI_NETNS at ADD
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  bool readable = true;  // false: the file exists but cannot be parsed
+};
+
+struct Record {
+  Owner owner;
+  std::string netns;
+  std::vector<IpAddr> ips;
+};
+
+struct Index {
+  uint64_t fingerprint = 0;
+  u128 cursor = 0;  // the ordinal where the next search starts
+  Bitmap taken;     // empty for pools without a bitmap
+};
+
+class Store {
+ public:
+  // Creates the directories when missing and takes the exclusive lock
+  // (blocking). The lock is held until the Store is destroyed.
+  static Expected<Store> open(const std::string& dir);
+
+  Store(Store&& other) noexcept;
+  Store& operator=(Store&&) = delete;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  const std::string& dir() const { return dir_; }
+
+  // Creates the lease file; false when the address already has one.
+  Expected<bool> claim(const Lease& lease);
+  // nullopt when the address has no lease; an unparseable file gives a Lease
+  // with readable == false.
+  Expected<std::optional<Lease>> read_lease(const IpAddr& ip) const;
+  // Removes the lease file; succeeds when there is none.
+  Status release(const IpAddr& ip);
+  // Every lease (O(leases): sweeps, GC and index rebuilds only).
+  Expected<std::vector<Lease>> list_leases() const;
+
+  Expected<std::optional<Record>> read_record(const Owner& owner) const;
+  Status write_record(const Record& record);
+  Status remove_record(const Owner& owner);
+  Expected<std::vector<Record>> list_records() const;
+
+  // Makes every claim, release and record change so far durable.
+  Status sync();
+
+  // nullopt when missing, corrupt, or built for another fingerprint or size.
+  Expected<std::optional<Index>> load_index(size_t set, uint64_t fingerprint, size_t bits) const;
+  Status save_index(size_t set, const Index& index);
+  // Writes the cursor and the bitmap word that holds `bit`.
+  Status save_index_word(size_t set, const Index& index, size_t bit);
+
+  // Removes temporaries left by killed processes.
+  Status remove_temporaries();
+
+  // The file name of an attachment's record (exposed for tests).
+  static std::string record_name(const Owner& owner);
+
+ private:
+  explicit Store(std::string dir) : dir_(std::move(dir)) {}
+  Status write_new(int dir_fd, const std::string& what, const std::string& content,
+                   std::string* tmp_name);
+
+  std::string dir_;
+  int lock_fd_ = -1;
+  int leases_fd_ = -1;
+  int records_fd_ = -1;
+  int index_fd_ = -1;
+  bool leases_dirty_ = false;
+  bool records_dirty_ = false;
+  unsigned tmp_counter_ = 0;
+};
+
+}  // namespace rdmanet::ipam

@@ -1,0 +1,352 @@
+#include "netns/link.h"
+
+#include <linux/if.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+
+#include <cctype>
+#include <cstring>
+
+namespace rdmanet::netns {
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+std::string attr_string(const nlattr* attr) {
+  const char* text = static_cast<const char*>(nla_data(attr));
+  return {text, strnlen(text, nla_len(attr))};
+}
+
+HwAddress attr_hwaddr(const nlattr* attr) {
+  const auto* bytes = static_cast<const uint8_t*>(nla_data(attr));
+  return HwAddress(std::vector<uint8_t>(bytes, bytes + nla_len(attr)));
+}
+
+uint32_t attr_u32(const nlattr* attr) {
+  uint32_t value = 0;
+  if (nla_len(attr) >= static_cast<int>(sizeof value)) {
+    std::memcpy(&value, nla_data(attr), sizeof value);
+  }
+  return value;
+}
+
+LinkInfo parse_link(const nlmsghdr* hdr) {
+  const auto* ifi = static_cast<const ifinfomsg*>(nlmsg_data(hdr));
+  LinkInfo link;
+  link.index = ifi->ifi_index;
+  link.flags = ifi->ifi_flags;
+  link.type = ifi->ifi_type;
+  nlattr* tb[IFLA_MAX + 1] = {};
+  nlmsg_parse(const_cast<nlmsghdr*>(hdr), sizeof(ifinfomsg), tb, IFLA_MAX, nullptr);
+  if (tb[IFLA_IFNAME] != nullptr) {
+    link.name = attr_string(tb[IFLA_IFNAME]);
+  }
+  if (tb[IFLA_MTU] != nullptr) {
+    link.mtu = attr_u32(tb[IFLA_MTU]);
+  }
+  if (tb[IFLA_ADDRESS] != nullptr) {
+    link.hwaddr = attr_hwaddr(tb[IFLA_ADDRESS]);
+  }
+  if (tb[IFLA_BROADCAST] != nullptr) {
+    link.broadcast = attr_hwaddr(tb[IFLA_BROADCAST]);
+  }
+  if (tb[IFLA_PERM_ADDRESS] != nullptr) {
+    link.perm_hwaddr = attr_hwaddr(tb[IFLA_PERM_ADDRESS]);
+  }
+  if (tb[IFLA_IFALIAS] != nullptr) {
+    link.alias = attr_string(tb[IFLA_IFALIAS]);
+  }
+  if (tb[IFLA_LINK] != nullptr) {
+    link.parent_index = static_cast<int>(attr_u32(tb[IFLA_LINK]));
+  }
+  if (tb[IFLA_PROP_LIST] != nullptr) {
+    nlattr* prop = nullptr;
+    int rem = 0;
+    nla_for_each_nested(prop, tb[IFLA_PROP_LIST], rem) {
+      if (nla_type(prop) == IFLA_ALT_IFNAME) {
+        link.altnames.push_back(attr_string(prop));
+      }
+    }
+  }
+  if (tb[IFLA_LINKINFO] != nullptr) {
+    nlattr* info[IFLA_INFO_MAX + 1] = {};
+    nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], nullptr);
+    if (info[IFLA_INFO_KIND] != nullptr) {
+      link.kind = attr_string(info[IFLA_INFO_KIND]);
+    }
+  }
+  return link;
+}
+
+ifinfomsg link_header(int index) {
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = index;
+  return ifi;
+}
+
+// A request that changes attributes of an existing link.
+NlRequest setlink(const LinkInfo& link) {
+  ifinfomsg ifi = link_header(link.index);
+  return {RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi};
+}
+
+Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name,
+                            const std::string& what) {
+  ifinfomsg ifi = link_header(index);
+  NlRequest req(RTM_GETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
+  if (!name.empty()) {
+    // Also matches alternative names; the result carries the primary name.
+    req.put_string(IFLA_IFNAME, name);
+  }
+  req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+  std::optional<LinkInfo> found;
+  auto status = rtnl.query(req, what, [&](const nlmsghdr* hdr) { found = parse_link(hdr); });
+  if (!status.ok()) {
+    return std::move(status).error();
+  }
+  if (!found) {
+    return Error(ErrorKind::kDeviceNotFound, what + ": no such device");
+  }
+  return std::move(*found);
+}
+
+const char* mode_name(MacvlanMode mode) {
+  switch (mode) {
+    case MacvlanMode::kPrivate:
+      return "private";
+    case MacvlanMode::kVepa:
+      return "vepa";
+    case MacvlanMode::kBridge:
+      return "bridge";
+    case MacvlanMode::kPassthru:
+      return "passthru";
+  }
+  return "?";
+}
+
+uint32_t mode_value(MacvlanMode mode) {
+  switch (mode) {
+    case MacvlanMode::kPrivate:
+      return MACVLAN_MODE_PRIVATE;
+    case MacvlanMode::kVepa:
+      return MACVLAN_MODE_VEPA;
+    case MacvlanMode::kBridge:
+      return MACVLAN_MODE_BRIDGE;
+    case MacvlanMode::kPassthru:
+      return MACVLAN_MODE_PASSTHRU;
+  }
+  return MACVLAN_MODE_BRIDGE;
+}
+
+}  // namespace
+
+bool LinkInfo::up() const { return (flags & IFF_UP) != 0; }
+
+Status check_link_name(const std::string& name) {
+  const char* why = nullptr;
+  if (name.empty() || name.size() >= IFNAMSIZ) {
+    why = "must be 1 to 15 bytes";
+  } else if (name == "." || name == "..") {
+    why = "is reserved";
+  } else {
+    for (char c : name) {
+      if (c == '/' || c == ':' || c == '\0' || std::isspace(static_cast<unsigned char>(c))) {
+        why = "must not contain '/', ':', NUL or whitespace";
+      }
+    }
+  }
+  if (why != nullptr) {
+    return Error(ErrorKind::kInvalidConfig, "invalid interface name " + quoted(name) + ": " + why);
+  }
+  return ok_status();
+}
+
+Expected<LinkInfo> find_link_by_name(Rtnl& rtnl, const std::string& name) {
+  if (auto valid = check_link_name(name); !valid.ok()) {
+    return std::move(valid).error();
+  }
+  return get_link(rtnl, 0, name, "find link " + quoted(name));
+}
+
+Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index) {
+  return get_link(rtnl, index, "", "find link with index " + std::to_string(index));
+}
+
+Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
+  ifinfomsg ifi = link_header(0);
+  NlRequest req(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &ifi, sizeof ifi);
+  req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+  std::vector<LinkInfo> links;
+  auto status =
+      rtnl.query(req, "list links", [&](const nlmsghdr* hdr) { links.push_back(parse_link(hdr)); });
+  if (!status.ok()) {
+    return std::move(status).error();
+  }
+  return links;
+}
+
+Expected<LinkInfo> find_link_by_hwaddr(Rtnl& rtnl, const HwAddress& hwaddr) {
+  auto links = list_links(rtnl);
+  if (!links.ok()) {
+    return std::move(links).error();
+  }
+  std::vector<LinkInfo> matches;
+  for (auto& link : *links) {
+    if (link.hwaddr == hwaddr) {
+      matches.push_back(std::move(link));
+    }
+  }
+  if (matches.empty()) {
+    return Error(ErrorKind::kDeviceNotFound, "find link with hwaddr " + hwaddr.str() + ": none");
+  }
+  if (matches.size() > 1) {
+    std::string names;
+    for (const auto& link : matches) {
+      names += (names.empty() ? "" : ", ") + link.name;
+    }
+    return Error(ErrorKind::kInvalidConfig, "find link with hwaddr " + hwaddr.str() +
+                                                ": several links have it (" + names +
+                                                "); name the device instead");
+  }
+  return std::move(matches.front());
+}
+
+Status set_link_up(Rtnl& rtnl, const LinkInfo& link) {
+  ifinfomsg ifi = link_header(link.index);
+  ifi.ifi_flags = IFF_UP;
+  ifi.ifi_change = IFF_UP;
+  NlRequest req(RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
+  return rtnl.request(req, "set link " + quoted(link.name) + " up");
+}
+
+Status set_link_down(Rtnl& rtnl, const LinkInfo& link) {
+  ifinfomsg ifi = link_header(link.index);
+  ifi.ifi_change = IFF_UP;
+  NlRequest req(RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
+  return rtnl.request(req, "set link " + quoted(link.name) + " down");
+}
+
+Status rename_link(Rtnl& rtnl, const LinkInfo& link, const std::string& new_name) {
+  std::string what = "rename link " + quoted(link.name) + " to " + quoted(new_name);
+  if (auto valid = check_link_name(new_name); !valid.ok()) {
+    return std::move(valid).error().context(what);
+  }
+  auto req = setlink(link);
+  req.put_string(IFLA_IFNAME, new_name);
+  return rtnl.request(req, what);
+}
+
+Status set_link_mtu(Rtnl& rtnl, const LinkInfo& link, uint32_t mtu) {
+  auto req = setlink(link);
+  req.put_u32(IFLA_MTU, mtu);
+  return rtnl.request(req, "set mtu " + std::to_string(mtu) + " on link " + quoted(link.name));
+}
+
+Status set_link_hwaddr(Rtnl& rtnl, const LinkInfo& link, const HwAddress& hwaddr) {
+  auto req = setlink(link);
+  req.put(IFLA_ADDRESS, hwaddr.bytes().data(), hwaddr.bytes().size());
+  return rtnl.request(req, "set hwaddr " + hwaddr.str() + " on link " + quoted(link.name));
+}
+
+Status set_link_alias(Rtnl& rtnl, const LinkInfo& link, const std::string& alias) {
+  auto req = setlink(link);
+  // The kernel clears the alias when given an empty attribute, not an empty string.
+  if (alias.empty()) {
+    req.put(IFLA_IFALIAS, nullptr, 0);
+  } else {
+    req.put(IFLA_IFALIAS, alias.data(), alias.size());
+  }
+  return rtnl.request(req, "set alias " + quoted(alias) + " on link " + quoted(link.name));
+}
+
+Status delete_link(Rtnl& rtnl, const LinkInfo& link) {
+  ifinfomsg ifi = link_header(link.index);
+  NlRequest req(RTM_DELLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
+  return rtnl.request(req, "delete link " + quoted(link.name));
+}
+
+namespace {
+
+Status change_altname(Rtnl& rtnl, int type, const LinkInfo& link, const std::string& altname,
+                      const std::string& what) {
+  // ALTIFNAMSIZ includes the NUL; '/' and NUL would make names the kernel rejects anyway.
+  if (altname.empty() || altname.size() >= ALTIFNAMSIZ ||
+      altname.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+    return Error(ErrorKind::kInvalidConfig, what + ": invalid name");
+  }
+  ifinfomsg ifi = link_header(link.index);
+  NlRequest req(type, NLM_F_REQUEST, &ifi, sizeof ifi);
+  void* props = req.begin_nest(IFLA_PROP_LIST);
+  req.put_string(IFLA_ALT_IFNAME, altname);
+  req.end_nest(props);
+  return rtnl.request(req, what);
+}
+
+}  // namespace
+
+Status add_link_altname(Rtnl& rtnl, const LinkInfo& link, const std::string& altname) {
+  return change_altname(rtnl, RTM_NEWLINKPROP, link, altname,
+                        "add altname " + quoted(altname) + " to link " + quoted(link.name));
+}
+
+Status delete_link_altname(Rtnl& rtnl, const LinkInfo& link, const std::string& altname) {
+  return change_altname(rtnl, RTM_DELLINKPROP, link, altname,
+                        "delete altname " + quoted(altname) + " of link " + quoted(link.name));
+}
+
+Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
+                 const std::optional<std::string>& new_name) {
+  std::string what = "move link " + quoted(link.name);
+  if (new_name) {
+    what += " as " + quoted(*new_name);
+  }
+  what += " to netns " + target.path();
+  auto req = setlink(link);
+  if (new_name) {
+    if (auto valid = check_link_name(*new_name); !valid.ok()) {
+      return std::move(valid).error().context(what);
+    }
+    // In one request the kernel takes the new name while moving, so the old name is never
+    // needed in target (where a link may already own it).
+    req.put_string(IFLA_IFNAME, *new_name);
+  }
+  req.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(target.fd()));
+  return rtnl.request(req, what);
+}
+
+Status create_macvlan(Rtnl& rtnl, const MacvlanSpec& spec) {
+  std::string what = "create macvlan " + quoted(spec.name) + " (mode " + mode_name(spec.mode) +
+                     ") on parent index " + std::to_string(spec.parent_index);
+  if (spec.target != nullptr) {
+    what += " in netns " + spec.target->path();
+  }
+  if (auto valid = check_link_name(spec.name); !valid.ok()) {
+    return std::move(valid).error().context(what);
+  }
+  ifinfomsg ifi = link_header(0);
+  NlRequest req(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof ifi);
+  req.put_string(IFLA_IFNAME, spec.name);
+  // IFLA_LINK is resolved in the socket's namespace even when the link is created in target.
+  req.put_u32(IFLA_LINK, static_cast<uint32_t>(spec.parent_index));
+  if (spec.target != nullptr) {
+    req.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(spec.target->fd()));
+  }
+  if (spec.hwaddr) {
+    req.put(IFLA_ADDRESS, spec.hwaddr->bytes().data(), spec.hwaddr->bytes().size());
+  }
+  if (spec.mtu) {
+    req.put_u32(IFLA_MTU, *spec.mtu);
+  }
+  void* linkinfo = req.begin_nest(IFLA_LINKINFO);
+  req.put_string(IFLA_INFO_KIND, "macvlan");
+  void* data = req.begin_nest(IFLA_INFO_DATA);
+  req.put_u32(IFLA_MACVLAN_MODE, mode_value(spec.mode));
+  req.end_nest(data);
+  req.end_nest(linkinfo);
+  return rtnl.request(req, what);
+}
+
+}  // namespace rdmanet::netns

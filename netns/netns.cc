@@ -1,0 +1,132 @@
+#include "netns/netns.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace rdmanet::netns {
+namespace {
+
+Error invalid(const std::string& path, const std::string& why) {
+  return {ErrorKind::kInvalidEnvironment, "netns " + path + ": " + why};
+}
+
+const char* ns_type_name(int type) {
+  switch (type) {
+    case CLONE_NEWNS:
+      return "mount";
+    case CLONE_NEWUTS:
+      return "uts";
+    case CLONE_NEWIPC:
+      return "ipc";
+    case CLONE_NEWUSER:
+      return "user";
+    case CLONE_NEWPID:
+      return "pid";
+    case CLONE_NEWCGROUP:
+      return "cgroup";
+    default:
+      return "non-network";
+  }
+}
+
+}  // namespace
+
+// Checks the open fd rather than the path, so the answer is about the file we hold.
+Expected<Netns> Netns::verify(Fd fd, const std::string& path) {
+  struct statfs fs {};
+  if (fstatfs(fd.get(), &fs) != 0) {
+    return invalid(path, std::string("fstatfs: ") + std::strerror(errno));
+  }
+  if (static_cast<unsigned long>(fs.f_type) != NSFS_MAGIC) {
+    return invalid(path, "not a namespace file (is the netns mounted?)");
+  }
+  int type = ioctl(fd.get(), NS_GET_NSTYPE);
+  if (type < 0) {
+    return invalid(path, std::string("ioctl NS_GET_NSTYPE: ") + std::strerror(errno));
+  }
+  if (type != CLONE_NEWNET) {
+    return invalid(
+        path, std::string("is a ") + ns_type_name(type) + " namespace, not a network namespace");
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) {
+    return invalid(path, std::string("fstat: ") + std::strerror(errno));
+  }
+  return Netns(std::move(fd), path, st.st_dev, st.st_ino);
+}
+
+Expected<std::optional<Netns>> Netns::open_if_exists(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return std::optional<Netns>();
+    }
+    return invalid(path, std::string("open: ") + std::strerror(errno));
+  }
+  auto ns = verify(Fd(fd), path);
+  if (!ns.ok()) {
+    return std::move(ns).error();
+  }
+  return std::optional<Netns>(std::move(ns).value());
+}
+
+Expected<Netns> Netns::open(const std::string& path) {
+  auto ns = open_if_exists(path);
+  if (!ns.ok()) {
+    return std::move(ns).error();
+  }
+  if (!ns->has_value()) {
+    return invalid(path, std::string("open: ") + std::strerror(ENOENT));
+  }
+  return std::move(**ns);
+}
+
+Expected<Netns> Netns::current() {
+  // thread-self, not self: setns() moves only the calling thread.
+  return open("/proc/thread-self/ns/net");
+}
+
+Expected<bool> Netns::is_current() const {
+  struct stat st {};
+  if (stat("/proc/thread-self/ns/net", &st) != 0) {
+    return sys_error("stat /proc/thread-self/ns/net", errno);
+  }
+  return st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+namespace detail {
+
+Expected<NetnsSwitch> NetnsSwitch::enter(const Netns& target) {
+  auto original = Netns::current();
+  if (!original.ok()) {
+    return std::move(original).error();
+  }
+  if (setns(target.fd(), CLONE_NEWNET) != 0) {
+    return sys_error("enter netns " + target.path(), errno);
+  }
+  return NetnsSwitch(std::move(original).value(), target.path());
+}
+
+NetnsSwitch::~NetnsSwitch() {
+  if (!original_) {
+    return;
+  }
+  if (setns(original_->fd(), CLONE_NEWNET) != 0) {
+    std::fprintf(stderr, "rdmanet: cannot return from netns %s to %s: %s; aborting\n",
+                 target_path_.c_str(), original_->path().c_str(), std::strerror(errno));
+    std::abort();
+  }
+}
+
+}  // namespace detail
+}  // namespace rdmanet::netns

@@ -1,0 +1,84 @@
+// Network namespace handles, and running code inside another network namespace.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "cni/error.h"
+#include "netns/fd.h"
+
+namespace rdmanet::netns {
+
+// An open network namespace. Holding it keeps the namespace alive.
+class Netns {
+ public:
+  // Opens path (a /var/run/netns bind mount or /proc/PID/ns/net) and checks that it is a
+  // network namespace; anything else (missing, file, directory, other ns type) is
+  // kInvalidEnvironment naming the path.
+  static Expected<Netns> open(const std::string& path);
+  // Like open(), but a path that does not exist is std::nullopt rather than an error: DEL
+  // must succeed when the runtime already removed the namespace.
+  static Expected<std::optional<Netns>> open_if_exists(const std::string& path);
+  // The network namespace of the calling thread.
+  static Expected<Netns> current();
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  // True when both handles refer to the same namespace (not merely the same path).
+  bool same_as(const Netns& other) const { return dev_ == other.dev_ && ino_ == other.ino_; }
+  // True when this is the calling thread's current network namespace.
+  Expected<bool> is_current() const;
+
+ private:
+  static Expected<Netns> verify(Fd fd, const std::string& path);
+  Netns(Fd fd, std::string path, dev_t dev, ino_t ino)
+      : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
+
+  Fd fd_;
+  std::string path_;
+  dev_t dev_;
+  ino_t ino_;
+};
+
+namespace detail {
+
+// Moves the calling thread into a namespace and back when destroyed. If the way back
+// fails the process aborts: continuing in the wrong namespace could change the wrong
+// interfaces.
+class NetnsSwitch {
+ public:
+  static Expected<NetnsSwitch> enter(const Netns& target);
+  NetnsSwitch(NetnsSwitch&& other) noexcept
+      : original_(std::exchange(other.original_, std::nullopt)),
+        target_path_(std::move(other.target_path_)) {}
+  NetnsSwitch& operator=(NetnsSwitch&&) = delete;
+  NetnsSwitch(const NetnsSwitch&) = delete;
+  NetnsSwitch& operator=(const NetnsSwitch&) = delete;
+  ~NetnsSwitch();
+
+ private:
+  NetnsSwitch(Netns original, std::string target_path)
+      : original_(std::move(original)), target_path_(std::move(target_path)) {}
+
+  std::optional<Netns> original_;
+  std::string target_path_;
+};
+
+}  // namespace detail
+
+// Runs fn (returning Status or Expected<T>) with the calling thread inside ns and returns
+// its result; the thread is back in its original namespace afterwards, whatever fn returned.
+// Sockets opened by fn stay bound to ns after the return.
+template <class F>
+auto in_netns(const Netns& ns, F&& fn) -> decltype(fn()) {
+  auto guard = detail::NetnsSwitch::enter(ns);
+  if (!guard.ok()) {
+    return std::move(guard).error();
+  }
+  return std::forward<F>(fn)();
+}
+
+}  // namespace rdmanet::netns

@@ -1,0 +1,169 @@
+#include "netns/rtnl.h"
+
+#include <linux/netlink.h>
+#include <netlink/handlers.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rdmanet::netns {
+
+void NlSockFree::operator()(nl_sock* sock) const { nl_socket_free(sock); }
+void NlMsgFree::operator()(nl_msg* msg) const { nlmsg_free(msg); }
+
+NlRequest::NlRequest(int type, int flags, const void* header, size_t header_len)
+    : msg_(nlmsg_alloc_simple(type, flags)) {
+  ok_ = msg_ != nullptr &&
+        nlmsg_append(msg_.get(), const_cast<void*>(header), header_len, NLMSG_ALIGNTO) == 0;
+}
+
+NlRequest& NlRequest::put(int attr, const void* data, size_t len) {
+  ok_ = ok_ && nla_put(msg_.get(), attr, static_cast<int>(len), data) == 0;
+  return *this;
+}
+
+NlRequest& NlRequest::put_u32(int attr, uint32_t value) { return put(attr, &value, sizeof value); }
+
+NlRequest& NlRequest::put_string(int attr, const std::string& value) {
+  return put(attr, value.c_str(), value.size() + 1);
+}
+
+void* NlRequest::begin_nest(int attr) {
+  nlattr* nest = ok_ ? nla_nest_start(msg_.get(), attr) : nullptr;
+  ok_ = nest != nullptr;
+  return nest;
+}
+
+void* NlRequest::begin_plain_nest(int attr) {
+  auto* nest = static_cast<nlattr*>(begin_nest(attr));
+  if (nest != nullptr) {
+    nest->nla_type &= ~NLA_F_NESTED;
+  }
+  return nest;
+}
+
+void NlRequest::end_nest(void* nest) {
+  ok_ = ok_ && nla_nest_end(msg_.get(), static_cast<nlattr*>(nest)) == 0;
+}
+
+namespace {
+
+struct CbFree {
+  void operator()(nl_cb* cb) const { nl_cb_put(cb); }
+};
+
+// What the receive loop learned; filled by the libnl callbacks below.
+struct Exchange {
+  const std::function<void(const nlmsghdr*)>* on_reply = nullptr;
+  bool done = false;
+  int error = 0;        // positive errno from the kernel's NLMSG_ERROR
+  std::string ext_ack;  // the kernel's explanation, when it sends one
+};
+
+int on_valid(nl_msg* msg, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  if (ex->on_reply != nullptr && *ex->on_reply) {
+    (*ex->on_reply)(nlmsg_hdr(msg));
+  }
+  return NL_OK;
+}
+
+int on_done(nl_msg* /*msg*/, void* arg) {
+  static_cast<Exchange*>(arg)->done = true;
+  return NL_STOP;
+}
+
+// libnl would translate the errno into its own codes and lose strerror(); keep the original.
+int on_error(sockaddr_nl* /*nla*/, nlmsgerr* err, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  ex->done = true;
+  ex->error = -err->error;
+  auto* hdr = reinterpret_cast<nlmsghdr*>(reinterpret_cast<char*>(err) - NLMSG_HDRLEN);
+  if ((hdr->nlmsg_flags & NLM_F_ACK_TLVS) != 0) {
+    // With NETLINK_CAP_ACK the echoed request is only its header.
+    size_t offset = sizeof(nlmsgerr);
+    if ((hdr->nlmsg_flags & NLM_F_CAPPED) == 0) {
+      offset += err->msg.nlmsg_len - sizeof(nlmsghdr);
+    }
+    int remaining = static_cast<int>(hdr->nlmsg_len) - NLMSG_HDRLEN - static_cast<int>(offset);
+    auto* attr = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(err) + offset);
+    nlattr* pos = nullptr;
+    int rem = 0;
+    nla_for_each_attr(pos, attr, remaining, rem) {
+      if (nla_type(pos) == NLMSGERR_ATTR_MSG && nla_len(pos) > 0) {
+        const char* text = static_cast<const char*>(nla_data(pos));
+        ex->ext_ack.assign(text, strnlen(text, nla_len(pos)));
+      }
+    }
+  }
+  return NL_STOP;
+}
+
+}  // namespace
+
+Expected<Rtnl> Rtnl::open() {
+  std::unique_ptr<nl_sock, NlSockFree> sock(nl_socket_alloc());
+  if (!sock) {
+    return Error(ErrorKind::kInternal, "allocate netlink socket: out of memory");
+  }
+  int err = nl_connect(sock.get(), NETLINK_ROUTE);
+  if (err < 0) {
+    return Error(ErrorKind::kKernel, std::string("connect rtnetlink: ") + nl_geterror(err));
+  }
+  int fd = nl_socket_get_fd(sock.get());
+  int one = 1;
+  // Best effort: kernels without extended acks still report the errno.
+  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+  nl_socket_enable_msg_peek(sock.get());
+  return Rtnl(std::move(sock));
+}
+
+Status Rtnl::request(const NlRequest& req, const std::string& what) { return query(req, what, {}); }
+
+Status Rtnl::query(const NlRequest& req, const std::string& what,
+                   const std::function<void(const nlmsghdr*)>& on_reply) {
+  if (!req.ok()) {
+    return Error(ErrorKind::kInternal, what + ": netlink message too large");
+  }
+  std::unique_ptr<nl_cb, CbFree> cb(nl_cb_alloc(NL_CB_DEFAULT));
+  if (!cb) {
+    return Error(ErrorKind::kInternal, what + ": out of memory");
+  }
+  Exchange ex;
+  ex.on_reply = &on_reply;
+  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &ex);
+  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_done, &ex);
+  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_done, &ex);
+  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &ex);
+
+  // nl_send_auto adds NLM_F_ACK, so a get or a change always ends with an ack and a dump
+  // with NLMSG_DONE.
+  int err = nl_send_auto(sock_.get(), req.msg());
+  if (err < 0) {
+    return Error(ErrorKind::kKernel, what + ": send: " + nl_geterror(err));
+  }
+  while (!ex.done) {
+    err = nl_recvmsgs(sock_.get(), cb.get());
+    if (ex.error != 0) {
+      Error e = sys_error(what, ex.error);
+      if (!ex.ext_ack.empty()) {
+        return Error(e.kind(), e.msg() + " (" + ex.ext_ack + ")");
+      }
+      return e;
+    }
+    if (err == -NLE_DUMP_INTR) {
+      return Error(ErrorKind::kTryAgainLater, what + ": dump interrupted by a concurrent change");
+    }
+    if (err < 0) {
+      return Error(ErrorKind::kKernel, what + ": receive: " + nl_geterror(err));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet::netns

@@ -1,0 +1,67 @@
+// An rtnetlink socket and the request/dump plumbing the link, address and route calls share.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cni/error.h"
+
+struct nl_sock;
+struct nl_msg;
+struct nlmsghdr;
+
+namespace rdmanet::netns {
+
+struct NlSockFree {
+  void operator()(nl_sock* sock) const;
+};
+struct NlMsgFree {
+  void operator()(nl_msg* msg) const;
+};
+
+// A netlink request under construction. A failed put (message too big) is remembered and
+// reported when the message is sent, so building code stays a flat list of puts.
+class NlRequest {
+ public:
+  NlRequest(int type, int flags, const void* header, size_t header_len);
+
+  NlRequest& put(int attr, const void* data, size_t len);
+  NlRequest& put_u32(int attr, uint32_t value);
+  NlRequest& put_string(int attr, const std::string& value);
+  // Opens a nested attribute; close it with end_nest(). Returns an opaque handle.
+  void* begin_nest(int attr);
+  // A nest without NLA_F_NESTED, as iproute2 sends the older nested
+  // attributes (IFLA_VFINFO_LIST and its children).
+  void* begin_plain_nest(int attr);
+  void end_nest(void* nest);
+
+  nl_msg* msg() const { return msg_.get(); }
+  bool ok() const { return ok_; }
+
+ private:
+  std::unique_ptr<nl_msg, NlMsgFree> msg_;
+  bool ok_ = true;
+};
+
+// An rtnetlink socket. It talks to the network namespace that was current when it was
+// opened, for its whole life: open it inside a namespace (in_netns) to manage that one.
+class Rtnl {
+ public:
+  static Expected<Rtnl> open();
+
+  // Sends req and waits for the kernel's answer. Failures read "<what>: <strerror>", plus
+  // the kernel's extended ack message when it gave one.
+  Status request(const NlRequest& req, const std::string& what);
+  // Sends req (a dump or a get) and calls on_reply for each reply message.
+  Status query(const NlRequest& req, const std::string& what,
+               const std::function<void(const nlmsghdr*)>& on_reply);
+
+ private:
+  explicit Rtnl(std::unique_ptr<nl_sock, NlSockFree> sock) : sock_(std::move(sock)) {}
+
+  std::unique_ptr<nl_sock, NlSockFree> sock_;
+};
+
+}  // namespace rdmanet::netns

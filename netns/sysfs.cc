@@ -1,0 +1,184 @@
+#include "netns/sysfs.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+namespace rdmanet::netns {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+bool all_hex(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), is_hex); }
+
+// Auxiliary ids look like "<module>.<name>.<n>". The charset keeps '/', NUL and control
+// characters out, and without ".." no id can name a parent directory.
+bool is_aux_id(std::string_view id) {
+  if (id.empty() || id.size() > 64 || id.find("..") != id.npos || id.front() == '.') {
+    return false;
+  }
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.' || c == ':';
+  });
+}
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// Directory entry names under dir, sorted; an absent directory is an empty list.
+Expected<std::vector<std::string>> list_dir(const fs::path& dir, const std::string& what) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return names;
+  }
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    return Error(ErrorKind::kIo, what + ": read " + dir.string() + ": " + ec.message());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The basename of a symlink's target; std::nullopt when the link does not exist.
+Expected<std::optional<std::string>> link_basename(const fs::path& link, const std::string& what) {
+  std::error_code ec;
+  fs::path target = fs::read_symlink(link, ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return std::optional<std::string>();
+  }
+  if (ec) {
+    return Error(ErrorKind::kIo, what + ": readlink " + link.string() + ": " + ec.message());
+  }
+  return std::optional<std::string>(target.filename().string());
+}
+
+}  // namespace
+
+bool is_pci_address(std::string_view text) {
+  // domain:bus:device.function
+  size_t colon1 = text.find(':');
+  if (colon1 == text.npos || colon1 < 4 || colon1 > 8) {
+    return false;
+  }
+  std::string_view rest = text.substr(colon1 + 1);
+  return all_hex(text.substr(0, colon1)) && rest.size() == 7 && all_hex(rest.substr(0, 2)) &&
+         rest[2] == ':' && all_hex(rest.substr(3, 2)) && rest[3] <= '1' && rest[5] == '.' &&
+         rest[6] >= '0' && rest[6] <= '7';
+}
+
+Expected<std::string> Sysfs::pci_dir(const std::string& pci) const {
+  if (!is_pci_address(pci)) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "invalid PCI address " + in_quotes(pci) + ": expected lower-case 0000:3b:00.2");
+  }
+  std::string dir = root_ + "/bus/pci/devices/" + pci;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    return Error(ErrorKind::kDeviceNotFound,
+                 "PCI device " + pci + ": not found in " + root_ + "/bus/pci/devices");
+  }
+  return dir;
+}
+
+Expected<std::vector<std::string>> Sysfs::pci_netdevs(const std::string& pci) const {
+  auto dir = pci_dir(pci);
+  if (!dir.ok()) {
+    return std::move(dir).error();
+  }
+  return list_dir(fs::path(*dir) / "net", "PCI device " + pci);
+}
+
+Expected<std::string> Sysfs::pci_netdev(const std::string& pci) const {
+  auto names = pci_netdevs(pci);
+  if (!names.ok()) {
+    return std::move(names).error();
+  }
+  if (names->size() == 1) {
+    return names->front();
+  }
+  if (names->size() > 1) {
+    std::string list;
+    for (const auto& name : *names) {
+      list += (list.empty() ? "" : ", ") + name;
+    }
+    return Error(ErrorKind::kInvalidConfig,
+                 "PCI device " + pci + " has several netdevs (" + list + "); name one");
+  }
+  auto driver = pci_driver(pci);
+  if (!driver.ok()) {
+    return std::move(driver).error();
+  }
+  std::string why = *driver ? "bound to " + **driver : "no driver bound";
+  return Error(ErrorKind::kDeviceNotFound, "PCI device " + pci + " has no netdev (" + why + ")");
+}
+
+Expected<std::optional<std::string>> Sysfs::pci_driver(const std::string& pci) const {
+  auto dir = pci_dir(pci);
+  if (!dir.ok()) {
+    return std::move(dir).error();
+  }
+  return link_basename(fs::path(*dir) / "driver", "PCI device " + pci);
+}
+
+Expected<std::optional<VfInfo>> Sysfs::pci_vf(const std::string& pci) const {
+  std::string what = "PCI device " + pci;
+  auto dir = pci_dir(pci);
+  if (!dir.ok()) {
+    return std::move(dir).error();
+  }
+  auto pf = link_basename(fs::path(*dir) / "physfn", what);
+  if (!pf.ok()) {
+    return std::move(pf).error();
+  }
+  if (!*pf) {
+    return std::optional<VfInfo>();
+  }
+  const std::string& pf_pci = **pf;
+  if (!is_pci_address(pf_pci)) {
+    return Error(ErrorKind::kKernel, what + ": physfn points at " + in_quotes(pf_pci));
+  }
+  auto pf_dir = pci_dir(pf_pci);
+  if (!pf_dir.ok()) {
+    return std::move(pf_dir).error().context(what + ": its PF");
+  }
+  auto entries = list_dir(*pf_dir, what);
+  if (!entries.ok()) {
+    return std::move(entries).error();
+  }
+  for (const auto& entry : *entries) {
+    std::string_view name = entry;
+    if (name.substr(0, 6) != "virtfn" || name.size() == 6 ||
+        name.find_first_not_of("0123456789", 6) != name.npos) {
+      continue;
+    }
+    auto vf = link_basename(fs::path(*pf_dir) / entry, what);
+    if (!vf.ok()) {
+      return std::move(vf).error();
+    }
+    if (*vf && **vf == pci) {
+      return std::optional<VfInfo>(VfInfo{pf_pci, std::stoi(entry.substr(6))});
+    }
+  }
+  return Error(ErrorKind::kKernel, what + ": PF " + pf_pci + " lists no virtfn for it");
+}
+
+Expected<std::vector<std::string>> Sysfs::aux_netdevs(const std::string& id) const {
+  if (!is_aux_id(id)) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "invalid auxiliary device id " + in_quotes(id) + ": expected e.g. mlx5_core.sf.2");
+  }
+  std::string dir = root_ + "/bus/auxiliary/devices/" + id;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    return Error(ErrorKind::kDeviceNotFound,
+                 "auxiliary device " + id + ": not found in " + root_ + "/bus/auxiliary/devices");
+  }
+  return list_dir(fs::path(dir) / "net", "auxiliary device " + id);
+}
+
+}  // namespace rdmanet::netns

@@ -1,0 +1,46 @@
+// Device lookups in sysfs (PCI and auxiliary devices to netdevs, VFs to PFs). Every path goes
+// through one root so tests can point it at a fake tree. Names are sysfs's own, so these see
+// the host's view regardless of the calling thread's network namespace.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cni/error.h"
+
+namespace rdmanet::netns {
+
+// "0000:3b:00.2": hex domain (4 to 8 digits), bus, device (00-1f) and function (0-7).
+bool is_pci_address(std::string_view text);
+
+struct VfInfo {
+  std::string pf_pci;  // the PF's PCI address
+  int index = 0;       // N in the PF's virtfnN
+};
+
+class Sysfs {
+ public:
+  explicit Sysfs(std::string root = "/sys") : root_(std::move(root)) {}
+
+  // The netdev names under <pci>/net, sorted; empty when the device has none (e.g. bound to
+  // vfio-pci). kInvalidConfig for a malformed address, kDeviceNotFound for an absent one.
+  Expected<std::vector<std::string>> pci_netdevs(const std::string& pci) const;
+  // The single netdev of a PCI function; errors say why there is none (driver or no driver)
+  // or that there are several.
+  Expected<std::string> pci_netdev(const std::string& pci) const;
+  // The bound driver's name; std::nullopt when no driver is bound.
+  Expected<std::optional<std::string>> pci_driver(const std::string& pci) const;
+  // PF and VF index when pci is a VF; std::nullopt for a PF or a plain function.
+  Expected<std::optional<VfInfo>> pci_vf(const std::string& pci) const;
+  // The netdev names of an auxiliary device such as "mlx5_core.sf.2", sorted.
+  Expected<std::vector<std::string>> aux_netdevs(const std::string& id) const;
+
+ private:
+  Expected<std::string> pci_dir(const std::string& pci) const;
+
+  std::string root_;
+};
+
+}  // namespace rdmanet::netns

@@ -1,0 +1,171 @@
+#include "netns/sysfs.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace rdmanet::netns {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fake /sys laid out like the real one: devices under /sys/devices, symlinks to them from
+// /sys/bus/*/devices, driver and physfn/virtfn symlinks between them.
+class SysfsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rdmanet-sysfs-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    base_ = tmpl;
+    root_ = base_ + "/sys";
+    // A file next to the root that hostile ids would like to reach.
+    std::ofstream(base_ + "/secret") << "x";
+    fs::create_directories(base_ + "/net/evil/net/leak0");
+
+    pci("0000:3b:00.0", "mlx5_core", {"ens1f0"});
+    pci("0000:3b:00.2", "mlx5_core", {"ens1f0v0"});
+    pci("0000:3b:00.3", "vfio-pci", {});
+    pci("0000:3b:00.4", "", {});
+    pci("0000:3c:00.0", "mlx4_core", {"ib0", "ib1"});
+    vf("0000:3b:00.0", 0, "0000:3b:00.2");
+    vf("0000:3b:00.0", 1, "0000:3b:00.3");
+
+    std::string sf = root_ + "/devices/pci0000:3a/0000:3b:00.0/mlx5_core.sf.2";
+    fs::create_directories(sf + "/net/enp59s0f0s2");
+    fs::create_directories(root_ + "/bus/auxiliary/devices");
+    fs::create_directory_symlink("../../../devices/pci0000:3a/0000:3b:00.0/mlx5_core.sf.2",
+                                 root_ + "/bus/auxiliary/devices/mlx5_core.sf.2");
+  }
+
+  void TearDown() override { fs::remove_all(base_); }
+
+  void pci(const std::string& addr, const std::string& driver,
+           const std::vector<std::string>& netdevs) {
+    std::string dev = root_ + "/devices/pci0000:3a/" + addr;
+    fs::create_directories(dev);
+    for (const auto& name : netdevs) {
+      fs::create_directories(fs::path(dev) / "net" / name);
+    }
+    if (!driver.empty()) {
+      fs::create_directories(root_ + "/bus/pci/drivers/" + driver);
+      fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dev + "/driver");
+    }
+    fs::create_directories(root_ + "/bus/pci/devices");
+    fs::create_directory_symlink("../../../devices/pci0000:3a/" + addr,
+                                 root_ + "/bus/pci/devices/" + addr);
+  }
+
+  void vf(const std::string& pf, int index, const std::string& vf_addr) {
+    std::string dir = root_ + "/devices/pci0000:3a/";
+    fs::create_directory_symlink("../" + vf_addr, dir + pf + "/virtfn" + std::to_string(index));
+    fs::create_directory_symlink("../" + pf, dir + vf_addr + "/physfn");
+  }
+
+  std::string base_;
+  std::string root_;
+};
+
+TEST_F(SysfsTest, FindsTheNetdevOfAPciFunction) {
+  Sysfs sysfs(root_);
+  EXPECT_EQ(*sysfs.pci_netdev("0000:3b:00.0"), "ens1f0");
+  EXPECT_EQ(*sysfs.pci_netdev("0000:3b:00.2"), "ens1f0v0");
+  EXPECT_EQ(*sysfs.pci_driver("0000:3b:00.2"), std::optional<std::string>("mlx5_core"));
+  EXPECT_EQ(*sysfs.pci_netdevs("0000:3c:00.0"), (std::vector<std::string>{"ib0", "ib1"}));
+  auto two = sysfs.pci_netdev("0000:3c:00.0");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.error().msg(), "PCI device 0000:3c:00.0 has several netdevs (ib0, ib1); name one");
+}
+
+TEST_F(SysfsTest, SaysWhyAFunctionHasNoNetdev) {
+  Sysfs sysfs(root_);
+  EXPECT_TRUE(sysfs.pci_netdevs("0000:3b:00.3")->empty());
+  auto vfio = sysfs.pci_netdev("0000:3b:00.3");
+  ASSERT_FALSE(vfio.ok());
+  EXPECT_EQ(vfio.error().kind(), ErrorKind::kDeviceNotFound);
+  EXPECT_EQ(vfio.error().msg(), "PCI device 0000:3b:00.3 has no netdev (bound to vfio-pci)");
+
+  auto unbound = sysfs.pci_netdev("0000:3b:00.4");
+  ASSERT_FALSE(unbound.ok());
+  EXPECT_EQ(unbound.error().msg(), "PCI device 0000:3b:00.4 has no netdev (no driver bound)");
+  EXPECT_FALSE(sysfs.pci_driver("0000:3b:00.4")->has_value());
+
+  auto absent = sysfs.pci_netdev("0000:3b:00.7");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.error().kind(), ErrorKind::kDeviceNotFound);
+  EXPECT_EQ(absent.error().msg(),
+            "PCI device 0000:3b:00.7: not found in " + root_ + "/bus/pci/devices");
+}
+
+TEST_F(SysfsTest, MapsAVfToItsPfAndIndex) {
+  Sysfs sysfs(root_);
+  auto vf0 = sysfs.pci_vf("0000:3b:00.2");
+  ASSERT_TRUE(vf0.ok()) << vf0.error().msg();
+  ASSERT_TRUE(vf0->has_value());
+  EXPECT_EQ((*vf0)->pf_pci, "0000:3b:00.0");
+  EXPECT_EQ((*vf0)->index, 0);
+  EXPECT_EQ((*sysfs.pci_vf("0000:3b:00.3"))->index, 1);
+  EXPECT_EQ(*sysfs.pci_netdev((*vf0)->pf_pci), "ens1f0");
+  EXPECT_FALSE(sysfs.pci_vf("0000:3b:00.0")->has_value()) << "a PF is not a VF";
+}
+
+TEST_F(SysfsTest, FindsTheNetdevOfAnAuxiliaryDevice) {
+  Sysfs sysfs(root_);
+  EXPECT_EQ(*sysfs.aux_netdevs("mlx5_core.sf.2"), std::vector<std::string>{"enp59s0f0s2"});
+  auto absent = sysfs.aux_netdevs("mlx5_core.sf.9");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.error().kind(), ErrorKind::kDeviceNotFound);
+}
+
+TEST_F(SysfsTest, RejectsHostileAndMalformedIds) {
+  Sysfs sysfs(root_);
+  const std::string bad_pci[] = {"",
+                                 "3b:00.2",
+                                 "0000:3B:00.2",
+                                 "0000:3b:20.0",
+                                 "0000:3b:00.8",
+                                 "0000:3b:00.2/../../../secret",
+                                 "../../../../secret",
+                                 "0000:3b:00.2\n",
+                                 std::string("0000:3b:00.2\0x", 14),
+                                 "0000:3b:0.2",
+                                 "000000000:3b:00.2",
+                                 " 0000:3b:00.2"};
+  for (const auto& id : bad_pci) {
+    auto result = sysfs.pci_netdevs(id);
+    EXPECT_FALSE(result.ok()) << "accepted \"" << id << "\"";
+    if (!result.ok()) {
+      EXPECT_EQ(result.error().kind(), ErrorKind::kInvalidConfig) << id;
+    }
+    EXPECT_FALSE(sysfs.pci_vf(id).ok());
+    EXPECT_FALSE(sysfs.pci_driver(id).ok());
+    EXPECT_FALSE(is_pci_address(id));
+  }
+  EXPECT_TRUE(is_pci_address("10000:e1:00.0")) << "VMD domains have five digits";
+
+  const std::string bad_aux[] = {"",
+                                 ".",
+                                 "..",
+                                 "../../../net/evil",
+                                 "mlx5_core.sf.2/../../..",
+                                 "a/b",
+                                 std::string("mlx5_core\0.sf.2", 15),
+                                 ".hidden",
+                                 std::string(300, 'a'),
+                                 "mlx5_core..sf"};
+  for (const auto& id : bad_aux) {
+    auto result = sysfs.aux_netdevs(id);
+    ASSERT_FALSE(result.ok()) << "accepted \"" << id << "\"";
+    EXPECT_EQ(result.error().kind(), ErrorKind::kInvalidConfig) << id;
+  }
+}
+
+TEST(SysfsRealTest, DefaultsToSlashSys) {
+  auto missing = Sysfs().pci_netdevs("ffff:ff:1f.7");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().msg().find("/sys/bus/pci/devices"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rdmanet::netns

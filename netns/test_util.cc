@@ -1,0 +1,91 @@
+#include "netns/test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+namespace rdmanet::netns::testing {
+
+std::string sh(const std::string& cmd) {
+  std::string out;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen " << cmd;
+    return out;
+  }
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) {
+    out.append(buf, n);
+  }
+  int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << " failed:\n" << out;
+  return out;
+}
+
+TestNetns::TestNetns() {
+  static std::atomic<int> counter{0};
+  name_ = "rdmanet-t-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  sh("ip netns add " + name_);
+  ns_ = std::make_unique<Netns>(must(Netns::open(path())));
+}
+
+TestNetns::~TestNetns() {
+  ns_.reset();
+  // Deleting the namespace destroys its links, and so the veth peers elsewhere.
+  sh("ip netns del " + name_);
+}
+
+Rtnl TestNetns::rtnl() const {
+  return must(in_netns(*ns_, [] { return Rtnl::open(); }));
+}
+
+std::string TestNetns::ip(const std::string& args) const {
+  return sh("ip -n " + name_ + " " + args);
+}
+
+namespace {
+
+// A test binary that crashed (or was killed) could not run its destructors; its namespaces
+// are recognisable by the dead pid in their name.
+void remove_namespaces_of_dead_runs() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
+    std::string name = entry.path().filename().string();
+    int pid = 0;
+    int n = 0;
+    if (std::sscanf(name.c_str(), "rdmanet-t-%d-%d", &pid, &n) == 2 && pid > 0 &&
+        kill(pid, 0) != 0 && errno == ESRCH) {
+      sh("ip netns del " + name);
+    }
+  }
+}
+
+}  // namespace
+
+void KernelTest::SetUp() {
+  ASSERT_EQ(geteuid(), 0u) << "netns_test needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN): it "
+                              "creates network namespaces and links. Run it as root.";
+  static bool swept = false;
+  if (!swept) {
+    swept = true;
+    remove_namespaces_of_dead_runs();
+  }
+}
+
+TestNetns& KernelTest::make_netns() {
+  namespaces_.push_back(std::make_unique<TestNetns>());
+  return *namespaces_.back();
+}
+
+void KernelTest::make_veth(TestNetns& a, const std::string& name_a, TestNetns& b,
+                           const std::string& name_b) {
+  a.ip("link add " + name_a + " type veth peer name " + name_b + " netns " + b.name());
+}
+
+}  // namespace rdmanet::netns::testing

@@ -1,0 +1,70 @@
+// Test helpers: throwaway network namespaces with real links, removed even when a test fails.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "netns/link.h"
+#include "netns/netns.h"
+#include "netns/rtnl.h"
+
+namespace rdmanet::netns::testing {
+
+// Runs a shell command (for setting up and observing only) and returns its stdout; fails
+// the test when it exits non-zero.
+std::string sh(const std::string& cmd);
+
+// A named network namespace ("ip netns add"), deleted with everything in it on destruction.
+class TestNetns {
+ public:
+  TestNetns();
+  ~TestNetns();
+  TestNetns(const TestNetns&) = delete;
+  TestNetns& operator=(const TestNetns&) = delete;
+
+  const std::string& name() const { return name_; }
+  std::string path() const { return "/run/netns/" + name_; }
+  const Netns& ns() const { return *ns_; }
+  // An rtnetlink socket talking to this namespace.
+  Rtnl rtnl() const;
+  // `ip -n <name> <args>`.
+  std::string ip(const std::string& args) const;
+
+ private:
+  std::string name_;
+  std::unique_ptr<Netns> ns_;
+};
+
+// Fixture for tests against the real kernel: fails (never skips) without root.
+class KernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  TestNetns& make_netns();
+  // A veth pair with one end in each namespace (they may be the same).
+  void make_veth(TestNetns& a, const std::string& name_a, TestNetns& b, const std::string& name_b);
+
+ private:
+  std::vector<std::unique_ptr<TestNetns>> namespaces_;
+};
+
+// Unwraps an Expected in a test, failing with its message.
+#define ASSERT_OK(expr)                                                   \
+  do {                                                                    \
+    auto&& assert_ok_result = (expr);                                     \
+    ASSERT_TRUE(assert_ok_result.ok()) << assert_ok_result.error().msg(); \
+  } while (0)
+
+template <class T>
+T must(Expected<T> value) {
+  if (!value.ok()) {
+    ADD_FAILURE() << value.error().msg();
+    throw std::runtime_error(value.error().msg());
+  }
+  return std::move(value).value();
+}
+
+}  // namespace rdmanet::netns::testing

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs what building and testing rdmanet needs, from Debian's packages.
+# Idempotent: does nothing when everything is already installed.
+# Usage: tests/deps.sh [build|test|all]   (default: all)
+set -eu
+
+build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
+test_pkgs="iproute2 iputils-ping containernetworking-plugins binutils procps time podman runc busybox-static"
+
+case "${1:-all}" in
+  build) pkgs="$build_pkgs" ;;
+  test) pkgs="$test_pkgs" ;;
+  all) pkgs="$build_pkgs $test_pkgs" ;;
+  *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps.sh: missing packages:$missing (run as root to install them)" >&2
+  exit 1
+fi
+echo "deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

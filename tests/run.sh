@@ -1,0 +1,14 @@
+#!/bin/sh
+# The whole test suite: installs what it needs, builds, checks formatting and
+# runs every test tier that exists. Run as root (the netns tests create
+# network namespaces and links).
+set -eu
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "tests/run.sh: run as root (netns tests need CAP_NET_ADMIN)" >&2; exit 1; }
+
+tests/deps.sh all
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ninja -C build
+tests/check_format.sh
+cd build
+ctest --output-on-failure --timeout 300 -j2
