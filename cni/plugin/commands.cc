@@ -148,63 +148,107 @@ Expected<netns::LinkInfo> configure_pod_interface(const PluginConf& conf, const 
 
 // --- teardown: the inverse of every ADD step -----------------------------------
 
-// Puts a netdev-mode device back: from the pod netns if it still exists, then
+// The name a device comes home under when its own name is taken in the host.
+std::string fallback_name(const AttachmentState& state) {
+  return "rdmanet" + std::to_string(state.device.index);
+}
+
+// MACs the device may have: its own, or the one ADD gave it.
+bool has_our_mac(const netns::LinkInfo& link, const AttachmentState& state) {
+  std::string mac = link.hwaddr.str();
+  if (mac == state.device.mac) {
+    return true;
+  }
+  const auto& ifaces = state.result.is_object() ? state.result.value("interfaces", nlohmann::json())
+                                                : nlohmann::json();
+  for (const auto& iface : ifaces) {
+    if (iface.value("name", "") == state.ifname && iface.value("mac", "") == mac) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Our device in the pod netns. By index first (kept across moves unless taken
+// in the target), accepting only the names it can have there; a failed ADD
+// may have left it under its host name. Never just "whatever is called
+// net1": that could be another device of the pod.
+std::optional<netns::LinkInfo> find_in_pod(Rtnl& rtnl, const AttachmentState& state) {
+  if (auto link = netns::find_link_by_index(rtnl, state.device.index);
+      link && (link->name == state.ifname || link->name == state.device.name)) {
+    return *link;
+  }
+  for (const std::string& name : {state.device.name, state.ifname}) {
+    if (auto link = netns::find_link_by_name(rtnl, name); link && has_our_mac(*link, state)) {
+      return *link;
+    }
+  }
+  return std::nullopt;
+}
+
+// Our device in the host netns, under any name it can have come back with.
+std::optional<netns::LinkInfo> find_in_host(Rtnl& rtnl, const AttachmentState& state) {
+  const std::string names[] = {state.device.name, state.ifname, fallback_name(state)};
+  if (auto link = netns::find_link_by_index(rtnl, state.device.index); link) {
+    bool named = std::find(std::begin(names), std::end(names), link->name) != std::end(names);
+    if (named && (link->name == state.device.name || has_our_mac(*link, state))) {
+      return *link;
+    }
+  }
+  for (const auto& name : names) {
+    if (auto link = netns::find_link_by_name(rtnl, name); link && has_our_mac(*link, state)) {
+      return *link;
+    }
+  }
+  return std::nullopt;
+}
+
+// Moves our device from the pod to the host, preferring its original name.
+// The kernel moves a link under its current name when that is free in the
+// target and renames it afterwards, so a failed rename can leave it in the
+// host under its pod name: the caller finds it there either way.
+Status move_home(const AttachmentState& state, const Netns& pod, const Netns& host) {
+  return in_netns(pod, [&]() -> Status {
+    auto rtnl = Rtnl::open();
+    if (!rtnl) {
+      return std::move(rtnl).error();
+    }
+    auto link = find_in_pod(*rtnl, state);
+    if (!link) {
+      return ok_status();  // not in the pod (any more)
+    }
+    if (auto s = netns::set_link_down(*rtnl, *link); !s) {
+      return s;
+    }
+    auto s = netns::move_link(*rtnl, *link, host, state.device.name);
+    if (s) {
+      return s;
+    }
+    spdlog::warn("return {} as {}: {}", link->name, state.device.name, s.error().msg());
+    auto still = find_in_pod(*rtnl, state);
+    if (!still) {
+      return ok_status();  // it moved; only the rename failed
+    }
+    // Both its names are taken in the host: come home under the fallback.
+    return netns::move_link(*rtnl, *still, host, fallback_name(state));
+  });
+}
+
+// Puts a netdev-mode device back: out of the pod netns if it still exists
+// (a dead pod netns hands physical devices back to the host by itself), then
 // restores name, MTU, MAC, alias and altnames in the host.
 Status return_device(const AttachmentState& state, const std::optional<Netns>& pod,
                      const Netns& host) {
-  std::optional<std::string> returned_as;
   if (pod) {
-    auto moved = in_netns(*pod, [&]() -> Status {
-      auto rtnl = Rtnl::open();
-      if (!rtnl) {
-        return std::move(rtnl).error();
-      }
-      // By name: the kernel may renumber a link that enters a netns where its
-      // index is taken, but the name is the one we gave it.
-      auto link = netns::find_link_by_name(*rtnl, state.ifname);
-      if (!link) {
-        return ok_status();  // not in the pod (any more)
-      }
-      if (auto s = netns::set_link_down(*rtnl, *link); !s) {
-        return s;
-      }
-      std::string name = state.device.name;
-      auto s = netns::move_link(*rtnl, *link, host, name);
-      if (!s) {
-        // The original name is taken in the host (udev, another device):
-        // bring the device home under a name derived from its index instead.
-        spdlog::warn("return {} as {}: {}", state.ifname, name, s.error().msg());
-        name = "rdmanet" + std::to_string(state.device.index);
-        s = netns::move_link(*rtnl, *link, host, name);
-      }
-      if (s) {
-        returned_as = name;
-      }
+    if (auto s = move_home(state, *pod, host); !s) {
       return s;
-    });
-    if (!moved) {
-      return moved;
     }
   }
   auto rtnl = Rtnl::open();
   if (!rtnl) {
     return std::move(rtnl).error();
   }
-  // Back from the pod: found by the name we gave it. Otherwise the kernel
-  // returned it when the pod netns died (a physical device keeps its pod
-  // name and index): found by index, and only if it is recognisably ours.
-  Expected<netns::LinkInfo> link = Error(ErrorKind::kDeviceNotFound, "not returned");
-  if (returned_as) {
-    link = netns::find_link_by_name(*rtnl, *returned_as);
-  } else {
-    link = netns::find_link_by_index(*rtnl, state.device.index);
-    if (link && link->name != state.device.name && link->hwaddr.str() != state.device.mac &&
-        link->name != state.ifname) {
-      spdlog::warn("index {} is now {}, not {}; leaving it alone", state.device.index, link->name,
-                   state.device.name);
-      return ok_status();
-    }
-  }
+  auto link = find_in_host(*rtnl, state);
   if (!link) {
     spdlog::info("device {} (index {}) is not in the host; nothing to restore", state.device.name,
                  state.device.index);
@@ -218,8 +262,12 @@ Status return_device(const AttachmentState& state, const std::optional<Netns>& p
   if (link->name != state.device.name) {
     if (auto s = netns::rename_link(*rtnl, *link, state.device.name); s) {
       link->name = state.device.name;
-    } else {
-      spdlog::warn("rename {} back to {}: {}", link->name, state.device.name, s.error().msg());
+    } else if (link->name != fallback_name(state)) {
+      spdlog::warn("rename {} back to {}: {}; using {}", link->name, state.device.name,
+                   s.error().msg(), fallback_name(state));
+      if (auto f = netns::rename_link(*rtnl, *link, fallback_name(state)); f) {
+        link->name = fallback_name(state);
+      }
     }
   }
   if (state.device.mtu != 0 && link->mtu != state.device.mtu) {
@@ -630,7 +678,16 @@ Status cmd_del(const cni::Call& call) {
   if (!lock) {
     return std::move(lock).error();
   }
-  return teardown(store, **state, call.env, timeout);
+  // Read again under the lock: a new pod's ADD may have reclaimed this
+  // attachment's device (and removed its state) while we waited.
+  auto current = store.load(call.conf.name, call.env.container_id, call.env.ifname);
+  if (!current) {
+    return std::move(current).error();
+  }
+  if (!current->has_value()) {
+    return ok_status();
+  }
+  return teardown(store, **current, call.env, timeout);
 }
 
 Status cmd_check(const cni::Call& call) {

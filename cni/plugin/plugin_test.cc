@@ -571,6 +571,59 @@ TEST_F(Rdmanet, AStaleHoldIsReclaimed) {
   EXPECT_TRUE(state_files().empty());
 }
 
+// The old pod's DEL racing the new pod's ADD for the same device (the node
+// lost the old pod's netns): the device ends with the new pod, never with
+// both, and the old DEL does not take it back.
+TEST_F(Rdmanet, OldDelRacingNewAddLeavesTheDeviceWithTheNewPod) {
+  for (int round = 0; round < 3; ++round) {
+    auto [port, peer] = make_ports();
+    std::string hw = json::parse(link_field(port, "address"));
+    json c = conf({{"hwaddr", hw}});
+    std::string old_pod = make_pod();
+    std::string old_id = "old" + std::to_string(round);
+    std::string new_id = "new" + std::to_string(round);
+    ASSERT_EQ(cni("ADD", old_id, old_pod, c).exit_code, 0);
+    sh("ip -n " + old_pod + " link set net1 netns 1");
+    sh("ip netns del " + old_pod);
+    std::string new_pod = make_pod();
+    Output del;
+    Output add;
+    std::thread t1([&] { del = cni("DEL", old_id, old_pod, c); });
+    std::thread t2([&] { add = cni("ADD", new_id, new_pod, c); });
+    t1.join();
+    t2.join();
+    EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
+    ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+    EXPECT_TRUE(link_exists("net1", new_pod)) << "round " << round;
+    EXPECT_FALSE(link_exists("net1")) << "round " << round;
+    EXPECT_FALSE(link_exists(port)) << "round " << round;
+    ASSERT_EQ(cni("DEL", new_id, new_pod, c).exit_code, 0);
+    EXPECT_TRUE(link_exists(port));
+    EXPECT_TRUE(state_files().empty());
+    EXPECT_TRUE(leases().empty());
+  }
+}
+
+// udev (or anyone) took the device's host name while it was in the pod: it
+// comes back under a name derived from its index, never lost in the pod.
+TEST_F(Rdmanet, DeviceComesHomeEvenWhenItsNameWasTaken) {
+  auto [port, peer] = make_ports();
+  std::string pod = make_pod();
+  json c = conf({{"device", port}});
+  auto add = cni("ADD", "taken", pod, c);
+  ASSERT_EQ(add.exit_code, 0) << add.out;
+  sh("ip link set " + peer + " name " + port);  // the peer now holds the name
+  std::string index = sh("ip -n " + pod + " -o link show dev net1 | cut -d: -f1");
+  index.erase(index.find_last_not_of(" \n") + 1);
+  auto del = cni("DEL", "taken", pod, c);
+  ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
+  EXPECT_FALSE(link_exists("net1", pod));
+  EXPECT_TRUE(link_exists("rdmanet" + index)) << sh("ip -br link", false);
+  sh("ip link set " + port + " name " + peer);
+  sh("ip link set rdmanet" + index + " name " + port);
+  EXPECT_TRUE(state_files().empty());
+}
+
 TEST_F(Rdmanet, ConcurrentAddsForOneDeviceHandItToOnePod) {
   auto [port, peer] = make_ports();
   constexpr int kPods = 4;
