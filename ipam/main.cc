@@ -2,9 +2,11 @@
 // ADD/DEL at any number of leases. See ipam/README.md.
 #include <algorithm>
 #include <iostream>
+#include <string>
 
 #include "cni/json_fields.h"
 #include "cni/skel.h"
+#include "cni/validate.h"
 #include "ipam/allocator.h"
 #include "ipam/config.h"
 
@@ -115,7 +117,19 @@ Status cmd_status(const cni::Call& call) {
 }  // namespace
 }  // namespace rdmanet::ipam
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "validate") {
+    // Checks the ipam sections of type rdmanet-ipam in example and deployment configs.
+    rdmanet::cni::Validator validator{"rdmanet-ipam", rdmanet::cni::ValidateWhat::kIpamType,
+                                      [](const rdmanet::cni::NetConf& conf) -> rdmanet::Status {
+                                        auto config = rdmanet::ipam::parse_ipam_config(conf.ipam);
+                                        if (!config) {
+                                          return std::move(config).error();
+                                        }
+                                        return rdmanet::ok_status();
+                                      }};
+    return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);
+  }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet-ipam";
   plugin.known_args = {"IP"};

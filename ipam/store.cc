@@ -297,9 +297,18 @@ Store::Store(Store&& other) noexcept
       index_fd_(std::exchange(other.index_fd_, -1)),
       leases_dirty_(other.leases_dirty_),
       records_dirty_(other.records_dirty_),
-      tmp_counter_(other.tmp_counter_) {}
+      tmp_counter_(other.tmp_counter_),
+      unsynced_(std::exchange(other.unsynced_, {})) {}
+
+void Store::close_unsynced() {
+  for (const auto& file : unsynced_) {
+    close(file.fd);
+  }
+  unsynced_.clear();
+}
 
 Store::~Store() {
+  close_unsynced();
   for (int fd : {index_fd_, records_fd_, leases_fd_, lock_fd_}) {
     if (fd >= 0) {
       close(fd);
@@ -316,14 +325,18 @@ Status Store::write_new(int dir_fd, const std::string& what, const std::string& 
     return io_error("creating " + what, errno);
   }
   auto s = write_all(fd, content.data(), content.size(), 0, what);
-  if (s && fdatasync(fd) != 0) {
-    s = io_error("syncing " + what, errno);
-  }
-  close(fd);
   if (!s) {
+    close(fd);
     unlinkat(dir_fd, tmp_name->c_str(), 0);
+    return s;
   }
-  return s;
+  // Synced by sync(), after every link/rename of the call: on a journalling
+  // file system the first sync then commits all of them at once, instead of
+  // one journal commit per step. Until sync() returns the caller reports
+  // nothing, and whatever a crash leaves half-written is unparseable, hence
+  // reclaimable (allocator.h, rule 1).
+  unsynced_.push_back({fd, what});
+  return ok_status();
 }
 
 Expected<bool> Store::claim(const Lease& lease) {
@@ -337,6 +350,8 @@ Expected<bool> Store::claim(const Lease& lease) {
   int err = errno;
   unlinkat(leases_fd_, tmp.c_str(), 0);
   if (rc != 0) {
+    close(unsynced_.back().fd);  // nothing to make durable
+    unsynced_.pop_back();
     if (err == EEXIST) {
       return false;
     }
@@ -476,6 +491,12 @@ Expected<std::vector<Record>> Store::list_records() const {
 }
 
 Status Store::sync() {
+  for (const auto& [fd, what] : unsynced_) {
+    if (fdatasync(fd) != 0) {
+      return io_error("syncing " + what, errno);
+    }
+  }
+  close_unsynced();
   if (leases_dirty_ && fsync(leases_fd_) != 0) {
     return io_error("syncing " + dir_ + "/leases", errno);
   }

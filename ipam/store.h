@@ -22,12 +22,13 @@
 //                        costs one EEXIST. Rebuilt from leases/ only when missing,
 //                        corrupt or built for another configuration.
 //
-// Writes go to a temporary in the same directory, are fdatasync()ed, then
-// linked/renamed into place; sync() fsyncs the directories before the caller
-// reports success. A kill -9 between any two steps leaves either nothing, a
-// temporary (removed by the sweep), a lease its record does not list (an
-// orphan: reclaimable) or a record listing a lease that is gone (ignored).
-// Files are 0600, directories 0700.
+// Writes go to a temporary in the same directory (complete before it gets its
+// real name by link/rename); sync() then fdatasync()s the files and fsyncs the
+// directories, all at the end so a journalling file system commits them
+// together, before the caller reports success. A kill -9 between any two steps leaves either
+// nothing, a temporary (removed by the sweep), a lease its record does not list (an orphan:
+// reclaimable) or a record listing a lease that is gone (ignored). Files are 0600, directories
+// 0700.
 #pragma once
 
 #include <cstdint>
@@ -100,7 +101,8 @@ class Store {
   Status remove_record(const Owner& owner);
   Expected<std::vector<Record>> list_records() const;
 
-  // Makes every claim, release and record change so far durable.
+  // Makes every claim, release and record change so far durable (data of the
+  // new files first, then the directories).
   Status sync();
 
   // nullopt when missing, corrupt, or built for another fingerprint or size.
@@ -120,6 +122,12 @@ class Store {
   Status write_new(int dir_fd, const std::string& what, const std::string& content,
                    std::string* tmp_name);
 
+  void close_unsynced();
+
+  struct Unsynced {
+    int fd;
+    std::string what;
+  };
   std::string dir_;
   int lock_fd_ = -1;
   int leases_fd_ = -1;
@@ -128,6 +136,7 @@ class Store {
   bool leases_dirty_ = false;
   bool records_dirty_ = false;
   unsigned tmp_counter_ = 0;
+  std::vector<Unsynced> unsynced_;  // written files whose data sync() still owes
 };
 
 }  // namespace rdmanet::ipam

@@ -1,11 +1,39 @@
 // rdmanet: attaches an RDMA netdev, SR-IOV VF or a macvlan child of an RDMA
-// NIC to a pod's network namespace.
+// NIC to a pod's network namespace. `rdmanet validate FILE...` checks configs.
 #include <iostream>
+#include <string>
 
 #include "cni/plugin/commands.h"
+#include "cni/plugin/conf.h"
 #include "cni/skel.h"
+#include "cni/validate.h"
 
-int main() {
+namespace {
+
+// A NetworkAttachmentDefinition usually names no device: the device plugin
+// picks one per pod and Multus passes it as runtimeConfig.deviceID.
+rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
+  rdmanet::cni::NetConf conf = net;
+  auto loaded = rdmanet::plugin::load_conf(conf, {});
+  if (!loaded && net.runtime.device_id.empty() &&
+      loaded.error().msg().rfind("no device selected", 0) == 0) {
+    conf.runtime.device_id = "0000:00:00.0";
+    loaded = rdmanet::plugin::load_conf(conf, {});
+  }
+  if (!loaded) {
+    return std::move(loaded).error();
+  }
+  return rdmanet::ok_status();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "validate") {
+    rdmanet::cni::Validator validator{"rdmanet", rdmanet::cni::ValidateWhat::kPluginType,
+                                      check_conf};
+    return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);
+  }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet";
   plugin.known_args = {"MAC", "IP"};

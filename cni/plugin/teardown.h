@@ -1,0 +1,24 @@
+// The inverse of every ADD step. teardown() serves both the rollback of a
+// failed ADD and DEL, so the two cannot drift apart; every step tolerates
+// finding its work already undone.
+#pragma once
+
+#include <string>
+
+#include "cni/env.h"
+#include "cni/plugin/state.h"
+
+namespace rdmanet::plugin {
+
+// Undoes whatever of an attachment exists; safe to repeat. Keeps the state
+// when something could not be undone, so the next DEL tries again.
+Status teardown(StateStore& store, const AttachmentState& state, const cni::Environment& env,
+                int ipam_timeout);
+
+// Makes sure no live attachment holds the device `key`: busy (101) while the
+// holder's pod netns lives; a holder whose netns is gone (missed DEL, node
+// reboot) is torn down and the device reclaimed.
+Status claim_device(StateStore& store, const std::string& key, const AttachmentState& me,
+                    const cni::Environment& env, int ipam_timeout);
+
+}  // namespace rdmanet::plugin
