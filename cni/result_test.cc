@@ -59,8 +59,8 @@ TEST_P(Golden, EncodeMatchesGoldenAndRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryVersion, Golden, testing::ValuesIn(kSupportedVersions),
-                         [](const auto& info) {
-                           std::string name(info.param);
+                         [](const auto& param_info) {
+                           std::string name(param_info.param);
                            std::replace(name.begin(), name.end(), '.', '_');
                            return name;
                          });

@@ -199,7 +199,7 @@ INSTANTIATE_TEST_SUITE_P(
                   R"({"cniVersion":"1.0.0","name":"n","logLevel":"chatty"})", 2, "logLevel"},
         ErrorCase{"OldVersion", env_for("ADD"), conf("0.2.0"), 1, "0.2.0"},
         ErrorCase{"NoVersion", env_for("ADD"), R"({"name":"n"})", 1, "cniVersion"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(Skel, HandlerErrorsKeepTheirCode) {
   for (auto kind : {ErrorKind::kTryAgainLater, ErrorKind::kNotAvailable,

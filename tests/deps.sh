@@ -6,7 +6,8 @@ set -eu
 
 build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
-test_pkgs="iproute2 iputils-ping containernetworking-plugins binutils procps time podman runc busybox-static"
+test_pkgs="iproute2 iputils-ping containernetworking-plugins binutils procps time podman runc busybox-static
+  python3 python3-yaml"
 
 case "${1:-all}" in
   build) pkgs="$build_pkgs" ;;
@@ -16,6 +17,11 @@ case "${1:-all}" in
 esac
 
 missing=""
+# kubectl (for the kustomize tests) may come from elsewhere (a newer one from
+# the cloud SDK); install Debian's only when there is none.
+if [ "${1:-all}" != build ] && ! command -v kubectl >/dev/null 2>&1; then
+  pkgs="$pkgs kubernetes-client"
+fi
 for p in $pkgs; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing="$missing $p"

@@ -464,24 +464,27 @@ TEST_F(Rdmanet, EveryFailingStepIsRolledBack) {
 }
 
 TEST_F(Rdmanet, DelAfterRebootRestoresTheDevice) {
+  // This test puts the pod interface into the host netns: a unique name keeps
+  // parallel tests apart.
+  const std::string ifname = "n" + tag_;
   auto [port, peer] = make_ports();
   std::string mac = link_field(port, "address");
   std::string pod = make_pod();
   json c = conf({{"device", port}});
-  ASSERT_EQ(cni("ADD", "boot", pod, c).exit_code, 0);
+  ASSERT_EQ(cni("ADD", "boot", pod, c, ifname).exit_code, 0);
   // After a reboot the pod netns is gone and the device is in the host under
   // whatever name it came back with; only the state file remembers.
-  sh("ip -n " + pod + " link set net1 netns 1");
-  sh("ip link set net1 up");
+  sh("ip -n " + pod + " link set " + ifname + " netns 1");
+  sh("ip link set " + ifname + " up");
   sh("ip netns del " + pod);
-  auto del = cni("DEL", "boot", pod, c);
+  auto del = cni("DEL", "boot", pod, c, ifname);
   ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
   ASSERT_TRUE(link_exists(port));
-  EXPECT_FALSE(link_exists("net1"));
+  EXPECT_FALSE(link_exists(ifname));
   EXPECT_EQ(link_field(port, "address"), mac);
   EXPECT_TRUE(state_files().empty());
   EXPECT_TRUE(leases().empty());
-  EXPECT_EQ(cni("DEL", "boot", "", c).exit_code, 0);
+  EXPECT_EQ(cni("DEL", "boot", "", c, ifname).exit_code, 0);
 }
 
 TEST_F(Rdmanet, AltnamesNeitherBlockTheMoveNorGetLost) {
@@ -550,23 +553,26 @@ TEST_F(Rdmanet, ADeviceHeldByALivePodIsBusy) {
 }
 
 TEST_F(Rdmanet, AStaleHoldIsReclaimed) {
+  // This test puts the pod interface into the host netns: a unique name keeps
+  // parallel tests apart.
+  const std::string ifname = "n" + tag_;
   auto [port, peer] = make_ports();
   std::string hw = json::parse(link_field(port, "address"));
   std::string pod1 = make_pod();
-  ASSERT_EQ(cni("ADD", "old", pod1, conf({{"hwaddr", hw}})).exit_code, 0);
+  ASSERT_EQ(cni("ADD", "old", pod1, conf({{"hwaddr", hw}}), ifname).exit_code, 0);
   // The node loses the old pod without DEL. The kernel returns physical
   // devices to the host when their netns dies; a veth would die with it, so
   // do what the kernel does by hand: move it out under its pod name.
-  sh("ip -n " + pod1 + " link set net1 netns 1");
+  sh("ip -n " + pod1 + " link set " + ifname + " netns 1");
   sh("ip netns del " + pod1);
-  ASSERT_TRUE(link_exists("net1"));
+  ASSERT_TRUE(link_exists(ifname));
   std::string pod2 = make_pod();
-  auto add = cni("ADD", "new", pod2, conf({{"hwaddr", hw}}));
+  auto add = cni("ADD", "new", pod2, conf({{"hwaddr", hw}}), ifname);
   ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
-  EXPECT_TRUE(link_exists("net1", pod2));
-  EXPECT_FALSE(link_exists("net1"));
+  EXPECT_TRUE(link_exists(ifname, pod2));
+  EXPECT_FALSE(link_exists(ifname));
   EXPECT_EQ(leases().size(), 1u) << "the stale attachment's lease was not released";
-  ASSERT_EQ(cni("DEL", "new", pod2, conf({{"hwaddr", hw}})).exit_code, 0);
+  ASSERT_EQ(cni("DEL", "new", pod2, conf({{"hwaddr", hw}}), ifname).exit_code, 0);
   EXPECT_TRUE(link_exists(port)) << "device not restored under its original name";
   EXPECT_TRUE(state_files().empty());
 }
@@ -575,6 +581,9 @@ TEST_F(Rdmanet, AStaleHoldIsReclaimed) {
 // lost the old pod's netns): the device ends with the new pod, never with
 // both, and the old DEL does not take it back.
 TEST_F(Rdmanet, OldDelRacingNewAddLeavesTheDeviceWithTheNewPod) {
+  // This test puts the pod interface into the host netns: a unique name keeps
+  // parallel tests apart.
+  const std::string ifname = "n" + tag_;
   for (int round = 0; round < 3; ++round) {
     auto [port, peer] = make_ports();
     std::string hw = json::parse(link_field(port, "address"));
@@ -582,22 +591,22 @@ TEST_F(Rdmanet, OldDelRacingNewAddLeavesTheDeviceWithTheNewPod) {
     std::string old_pod = make_pod();
     std::string old_id = "old" + std::to_string(round);
     std::string new_id = "new" + std::to_string(round);
-    ASSERT_EQ(cni("ADD", old_id, old_pod, c).exit_code, 0);
-    sh("ip -n " + old_pod + " link set net1 netns 1");
+    ASSERT_EQ(cni("ADD", old_id, old_pod, c, ifname).exit_code, 0);
+    sh("ip -n " + old_pod + " link set " + ifname + " netns 1");
     sh("ip netns del " + old_pod);
     std::string new_pod = make_pod();
     Output del;
     Output add;
-    std::thread t1([&] { del = cni("DEL", old_id, old_pod, c); });
-    std::thread t2([&] { add = cni("ADD", new_id, new_pod, c); });
+    std::thread t1([&] { del = cni("DEL", old_id, old_pod, c, ifname); });
+    std::thread t2([&] { add = cni("ADD", new_id, new_pod, c, ifname); });
     t1.join();
     t2.join();
     EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
     ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
-    EXPECT_TRUE(link_exists("net1", new_pod)) << "round " << round;
-    EXPECT_FALSE(link_exists("net1")) << "round " << round;
+    EXPECT_TRUE(link_exists(ifname, new_pod)) << "round " << round;
+    EXPECT_FALSE(link_exists(ifname)) << "round " << round;
     EXPECT_FALSE(link_exists(port)) << "round " << round;
-    ASSERT_EQ(cni("DEL", new_id, new_pod, c).exit_code, 0);
+    ASSERT_EQ(cni("DEL", new_id, new_pod, c, ifname).exit_code, 0);
     EXPECT_TRUE(link_exists(port));
     EXPECT_TRUE(state_files().empty());
     EXPECT_TRUE(leases().empty());

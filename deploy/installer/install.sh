@@ -1,0 +1,143 @@
+#!/bin/sh
+# rdmanet installer: runs as the DaemonSet's container on every node.
+#
+# Copies rdmanet and rdmanet-ipam into the host's CNI bin directory, optionally
+# installs a default network config, then stays up and re-checks, so that a
+# binary removed or replaced behind our back is put back and an upgrade (a new
+# image, hence a new pod) installs its own binaries at start.
+#
+# Every file is written under a temporary name in its destination directory,
+# synced, and then rename(2)d over the old one. rename is atomic within one
+# file system, so the kubelet (or Multus) exec'ing the plugin at any instant
+# sees the old binary or the new one, never a half-written file; and a binary
+# that is executing is unlinked, not overwritten, so there is no ETXTBSY.
+#
+# Usage: install.sh [--once | --check | --uninstall]
+#   (default)    install, then re-check every $RECHECK_SECONDS seconds
+#   --once       install and exit (tests, one-shot jobs)
+#   --check      exit 0 only if the installed files equal the shipped ones
+#                (the DaemonSet's readiness probe)
+#   --uninstall  remove what install put there (binaries, default config);
+#                the state directory is left alone: pods still running need it
+#                for their DEL
+#
+# Environment (host paths as seen inside the container):
+#   SRC_DIR          where the image keeps the binaries  (/opt/rdmanet/bin)
+#   CNI_BIN_DIR      host CNI bin directory               (/host/opt/cni/bin)
+#   CNI_CONF_DIR     where a default config goes          (/host/etc/cni/multus/net.d)
+#   DEFAULT_CONFIG   a config file to install there; empty = none (default)
+#   STATE_DIR        rdmanet's state directory, created 0700 (/host/var/lib/cni/rdmanet)
+#   BINARIES         names to install                     (rdmanet rdmanet-ipam)
+#   RECHECK_SECONDS  re-check period                      (60)
+#   UNINSTALL        "true": the default mode removes instead of installing,
+#                    then idles (cluster-wide uninstall: set it on the
+#                    DaemonSet, wait for the rollout, then delete it)
+set -eu
+
+SRC_DIR=${SRC_DIR:-/opt/rdmanet/bin}
+CNI_BIN_DIR=${CNI_BIN_DIR:-/host/opt/cni/bin}
+CNI_CONF_DIR=${CNI_CONF_DIR:-/host/etc/cni/multus/net.d}
+DEFAULT_CONFIG=${DEFAULT_CONFIG:-}
+STATE_DIR=${STATE_DIR:-/host/var/lib/cni/rdmanet}
+BINARIES=${BINARIES:-rdmanet rdmanet-ipam}
+RECHECK_SECONDS=${RECHECK_SECONDS:-60}
+
+log() { echo "rdmanet-install: $*" >&2; }
+
+# atomic_copy SRC DEST MODE: DEST appears with SRC's whole content or not at all.
+atomic_copy() {
+  src=$1 dest=$2 mode=$3
+  # Same directory as DEST: a rename across file systems would be a copy.
+  tmp="$(dirname "$dest")/.$(basename "$dest").rdmanet-tmp.$$"
+  # A kill between cp and mv leaves only the hidden temporary, never a broken
+  # DEST; remove it on every way out.
+  trap 'rm -f "$tmp"' EXIT
+  cp "$src" "$tmp"
+  chmod "$mode" "$tmp"
+  # Data on disk before the rename, so a power loss cannot leave DEST empty.
+  sync "$tmp" 2>/dev/null || sync
+  mv -f "$tmp" "$dest"
+  trap - EXIT
+}
+
+# Installs FILE into DIR as NAME unless an identical copy is already there.
+install_one() {
+  src=$1 dest=$2 mode=$3
+  [ -f "$src" ] || { log "missing $src in the image"; return 1; }
+  if [ -f "$dest" ] && cmp -s "$src" "$dest"; then
+    return 0
+  fi
+  atomic_copy "$src" "$dest" "$mode"
+  log "installed $dest"
+}
+
+install_all() {
+  mkdir -p "$CNI_BIN_DIR"
+  # Temporaries of an installer killed with SIGKILL (its trap cannot run).
+  rm -f "$CNI_BIN_DIR"/.*.rdmanet-tmp.* "$CNI_CONF_DIR"/.*.rdmanet-tmp.* 2>/dev/null || true
+  for b in $BINARIES; do
+    install_one "$SRC_DIR/$b" "$CNI_BIN_DIR/$b" 0755
+  done
+  if [ -n "$DEFAULT_CONFIG" ]; then
+    mkdir -p "$CNI_CONF_DIR"
+    install_one "$DEFAULT_CONFIG" "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")" 0644
+  fi
+  # The plugin creates it too; doing it here makes permissions visible early.
+  mkdir -p "$STATE_DIR"
+  chmod 0700 "$STATE_DIR"
+}
+
+check_all() {
+  for b in $BINARIES; do
+    cmp -s "$SRC_DIR/$b" "$CNI_BIN_DIR/$b" || { log "$CNI_BIN_DIR/$b differs from the image"; return 1; }
+    [ -x "$CNI_BIN_DIR/$b" ] || { log "$CNI_BIN_DIR/$b is not executable"; return 1; }
+  done
+  if [ -n "$DEFAULT_CONFIG" ]; then
+    cmp -s "$DEFAULT_CONFIG" "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")" || return 1
+  fi
+  return 0
+}
+
+reinstall_if_changed() {
+  check_all 2>/dev/null || install_all
+}
+
+uninstall_all() {
+  for b in $BINARIES; do
+    rm -f "$CNI_BIN_DIR/$b"
+    log "removed $CNI_BIN_DIR/$b"
+  done
+  if [ -n "$DEFAULT_CONFIG" ]; then
+    rm -f "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")"
+  fi
+}
+
+idle() {
+  # Exit promptly on pod deletion (sleep in the background so the trap runs).
+  trap 'exit 0' TERM INT
+  while :; do
+    sleep "$RECHECK_SECONDS" &
+    wait $!
+    "$@"
+  done
+}
+
+if [ "${UNINSTALL:-}" = true ]; then
+  case "${1:-}" in
+    --check) for b in $BINARIES; do [ ! -e "$CNI_BIN_DIR/$b" ] || exit 1; done; exit 0 ;;
+    "") uninstall_all; idle true ;;
+  esac
+fi
+
+case "${1:-}" in
+  --check) check_all ;;
+  --once) install_all ;;
+  --uninstall) uninstall_all ;;
+  "")
+    install_all
+    # The hashes tell which build a node runs (compare with the image's).
+    for b in $BINARIES; do log "$(sha256sum "$CNI_BIN_DIR/$b")"; done
+    idle reinstall_if_changed
+    ;;
+  *) echo "usage: $0 [--once | --check | --uninstall]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""deploy/installer/install.sh: atomic install, idempotence, --check, the
+re-check loop, uninstall. A reader hashes the destination in a tight loop
+while the installer replaces a large binary: it must only ever see the old
+or the new content. The same reader against a plain in-place `cp` must see a
+partial file, which shows the reader can catch one.
+Usage: deploy_installer_test.py INSTALL_SH"""
+import hashlib, os, signal, stat, subprocess, sys, tempfile, threading, time
+
+install = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class Reader(threading.Thread):
+    """Reads PATH over and over; records every content hash not in ALLOWED."""
+
+    def __init__(self, path, allowed):
+        super().__init__(daemon=True)
+        self.path, self.allowed, self.stop, self.reads, self.bad = path, allowed, False, 0, []
+
+    def run(self):
+        while not self.stop:
+            try:
+                with open(self.path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                self.bad.append("missing")
+                continue
+            self.reads += 1
+            if sha(data) not in self.allowed:
+                self.bad.append(len(data))
+
+
+with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
+    src, binDir, confDir, state = (os.path.join(tmp, d) for d in ("src", "bin", "conf", "state"))
+    os.makedirs(src)
+    old = os.urandom(16 << 20)
+    new = os.urandom(48 << 20)
+    for name, data in (("rdmanet", new), ("rdmanet-ipam", b"#!/bin/sh\necho ipam\n")):
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(data)
+    cfg = os.path.join(tmp, "rdmanet-default.conf")
+    with open(cfg, "w") as f:
+        f.write('{"cniVersion":"1.1.0","name":"x","type":"rdmanet"}\n')
+    env = dict(os.environ, SRC_DIR=src, CNI_BIN_DIR=binDir, CNI_CONF_DIR=confDir,
+               STATE_DIR=state, DEFAULT_CONFIG=cfg, RECHECK_SECONDS="1")
+    run = lambda *a: subprocess.run(["sh", install, *a], env=env, capture_output=True, text=True)
+
+    # An old version in place, plus a temporary left by a killed installer.
+    os.makedirs(binDir)
+    dest = os.path.join(binDir, "rdmanet")
+    with open(dest, "wb") as f:
+        f.write(old)
+    open(os.path.join(binDir, ".rdmanet.rdmanet-tmp.999"), "w").close()
+
+    reader = Reader(dest, {sha(old), sha(new)})
+    reader.start()
+    time.sleep(0.2)
+    r = run("--once")
+    time.sleep(0.2)
+    reader.stop = True
+    reader.join()
+    check(r.returncode == 0, f"install --once exits 0 ({r.stderr.strip()})")
+    check(not reader.bad, f"reader never saw a partial or missing file "
+          f"({reader.reads} reads, bad: {reader.bad[:5]})")
+    check(reader.reads > 5, f"reader read the file while it was replaced ({reader.reads} reads)")
+    for name in ("rdmanet", "rdmanet-ipam"):
+        p = os.path.join(binDir, name)
+        with open(p, "rb") as f, open(os.path.join(src, name), "rb") as g:
+            check(f.read() == g.read(), f"{name} has the image's content")
+        check(stat.S_IMODE(os.stat(p).st_mode) == 0o755, f"{name} is 0755")
+    check(sorted(os.listdir(binDir)) == ["rdmanet", "rdmanet-ipam"],
+          f"no temporaries left in the bin dir: {sorted(os.listdir(binDir))}")
+    conf = os.path.join(confDir, "rdmanet-default.conf")
+    check(os.path.exists(conf) and stat.S_IMODE(os.stat(conf).st_mode) == 0o644,
+          "default config installed 0644")
+    check(stat.S_IMODE(os.stat(state).st_mode) == 0o700, "state dir is 0700")
+
+    # Idempotent: an identical file is not rewritten (same inode).
+    ino = os.stat(dest).st_ino
+    check(run("--once").returncode == 0 and os.stat(dest).st_ino == ino,
+          "second install leaves identical files alone")
+    check(run("--check").returncode == 0, "--check passes after install")
+    with open(os.path.join(binDir, "rdmanet-ipam"), "wb") as f:
+        f.write(b"tampered")
+    check(run("--check").returncode != 0, "--check fails when a binary differs")
+
+    # The default mode re-installs what changed, and exits promptly on SIGTERM.
+    p = subprocess.Popen(["sh", install], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 10
+    while time.time() < deadline and run("--check").returncode != 0:
+        time.sleep(0.2)
+    check(run("--check").returncode == 0, "the running installer repaired the tampered binary")
+    os.remove(dest)
+    deadline = time.time() + 10
+    while time.time() < deadline and not os.path.exists(dest):
+        time.sleep(0.2)
+    check(os.path.exists(dest), "the running installer put back a removed binary")
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=5)
+        check(p.returncode == 0, f"SIGTERM ends the installer cleanly (rc {p.returncode})")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        check(False, "SIGTERM ends the installer within 5 s")
+
+    check(run("--uninstall").returncode == 0 and os.listdir(binDir) == [] and not os.path.exists(conf),
+          "--uninstall removes binaries and default config")
+    check(os.path.isdir(state), "--uninstall keeps the state dir (running pods need it for DEL)")
+
+    # UNINSTALL=true on the DaemonSet: every node removes, then idles.
+    check(run("--once").returncode == 0, "reinstall before the UNINSTALL run")
+    uenv = dict(env, UNINSTALL="true")
+    p = subprocess.Popen(["sh", install], env=uenv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline and os.listdir(binDir):
+        time.sleep(0.1)
+    check(os.listdir(binDir) == [], "UNINSTALL=true removes the binaries")
+    r = subprocess.run(["sh", install, "--check"], env=uenv)
+    check(r.returncode == 0, "UNINSTALL=true: --check is ready once they are gone")
+    time.sleep(1.5)
+    check(os.listdir(binDir) == [] and p.poll() is None, "UNINSTALL=true: stays up and does not reinstall")
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=5)
+
+    # Control: an in-place copy is visibly non-atomic to the same reader.
+    with open(dest, "wb") as f:
+        f.write(old)
+    reader = Reader(dest, {sha(old), sha(new)})
+    reader.start()
+    for _ in range(20):
+        subprocess.run(["cp", os.path.join(src, "rdmanet"), dest], check=True)
+        with open(dest, "wb") as f:
+            f.write(old)
+        if reader.bad:
+            break
+    reader.stop = True
+    reader.join()
+    check(bool(reader.bad), "control: the reader does catch a non-atomic in-place cp")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

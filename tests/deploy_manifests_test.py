@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""deploy/: every kustomization builds offline with kubectl, every document
+parses, every NetworkAttachmentDefinition's config passes `rdmanet validate`
+(and `rdmanet-ipam validate` for rdmanet-ipam sections), and the workloads
+are wired to their scenario: NAD annotation, device-plugin resource, IPC_LOCK,
+no hostNetwork. A missing kubectl or PyYAML is a failure, not a skip.
+Usage: deploy_manifests_test.py DEPLOY_DIR RDMANET RDMANET_IPAM"""
+import json, os, shutil, subprocess, sys, tempfile
+
+deploy, rdmanet, rdmanet_ipam = sys.argv[1:4]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+kubectl = shutil.which("kubectl")
+if not kubectl:
+    sys.exit("FAIL: kubectl not found (Debian: apt-get install kubernetes-client)")
+try:
+    import yaml
+except ImportError:
+    sys.exit("FAIL: PyYAML not found (Debian: apt-get install python3-yaml)")
+
+SCENARIOS = ["shared-roce", "sriov-roce", "ib-sriov", "soft-roce"]
+# Node agents may use the host network; nothing a user runs may.
+NODE_AGENTS = {"rdmanet", "rdma-shared-dp-ds", "kube-sriov-device-plugin"}
+
+
+def build(rel):
+    r = subprocess.run([kubectl, "kustomize", os.path.join(deploy, rel)], capture_output=True, text=True)
+    check(r.returncode == 0, f"kubectl kustomize {rel} builds" + (f": {r.stderr.strip()}" if r.returncode else ""))
+    try:
+        docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    except yaml.YAMLError as e:
+        check(False, f"{rel}: output parses as YAML: {e}")
+        return []
+    for d in docs:
+        ok = isinstance(d, dict) and d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name")
+        check(bool(ok), f"{rel}: {d.get('kind')}/{d.get('metadata', {}).get('name')} has apiVersion, kind, name")
+    return docs
+
+
+def pod_specs(doc):
+    """Every pod spec inside a document (Deployment, DaemonSet, MPIJob replicas...)."""
+    if isinstance(doc, dict):
+        if "containers" in doc and isinstance(doc["containers"], list):
+            yield doc
+        for v in doc.values():
+            yield from pod_specs(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from pod_specs(v)
+
+
+def templates(doc):
+    """Every pod template (metadata + spec)."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get("spec"), dict) and "containers" in doc["spec"]:
+            yield doc
+        for v in doc.values():
+            yield from templates(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from templates(v)
+
+
+def validate(tool, cfg, label):
+    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+        f.write(cfg)
+        f.flush()
+        r = subprocess.run([tool, "validate", f.name], capture_output=True, text=True)
+    check(r.returncode == 0, f"{label}: {os.path.basename(tool)} validate: {(r.stdout + r.stderr).strip()}")
+
+
+# Every file in deploy/ that is YAML parses on its own too.
+for root, _, files in os.walk(deploy):
+    for n in files:
+        if n.endswith((".yaml", ".yml")):
+            p = os.path.join(root, n)
+            try:
+                list(yaml.safe_load_all(open(p)))
+                check(True, f"{os.path.relpath(p, deploy)} parses")
+            except yaml.YAMLError as e:
+                check(False, f"{os.path.relpath(p, deploy)} parses: {e}")
+
+base = build("base")
+ds = [d for d in base if d["kind"] == "DaemonSet"]
+check(len(ds) == 1, "base has the rdmanet DaemonSet")
+if ds:
+    spec = ds[0]["spec"]["template"]["spec"]
+    keys = {t.get("key") for t in spec.get("tolerations", [])}
+    check("nvidia.com/gpu" in keys, "DaemonSet tolerates GPU nodes")
+    for c in spec["containers"] + spec.get("initContainers", []):
+        check("limits" in c.get("resources", {}), f"container {c['name']} has resource limits")
+    install = spec["containers"][0]
+    check("--check" in json.dumps(install.get("readinessProbe", {})), "installer has the --check readiness probe")
+    paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    check({"/opt/cni/bin", "/var/lib/cni/rdmanet"} <= paths, f"host mounts for bin and state dirs: {sorted(paths)}")
+check(any(d["kind"] == "Namespace" for d in base) and any(d["kind"] == "ServiceAccount" for d in base),
+      "base has the Namespace and ServiceAccount")
+
+for s in SCENARIOS:
+    infra = build(f"overlays/{s}")
+    nads = {d["metadata"]["name"]: d for d in infra if d["kind"] == "NetworkAttachmentDefinition"}
+    check(len(nads) >= 1, f"{s}: has a NetworkAttachmentDefinition")
+    resources = set()
+    for d in infra:
+        if d["kind"] == "ConfigMap" and "config.json" in d.get("data", {}):
+            cm = json.loads(d["data"]["config.json"])
+            for r in cm.get("configList", []):  # k8s-rdma-shared-dev-plugin
+                resources.add("rdma/" + r["resourceName"])
+            for r in cm.get("resourceList", []):  # sriov-network-device-plugin
+                resources.add(r.get("resourcePrefix", "intel.com") + "/" + r["resourceName"])
+                check(r["selectors"].get("isRdma") is True, f"{s}: SR-IOV resource {r['resourceName']} has isRdma")
+        if d["kind"] == "DaemonSet":
+            for t in templates(d):
+                if t["spec"].get("hostNetwork"):
+                    check(d["metadata"]["name"] in NODE_AGENTS, f"{s}: hostNetwork only on node agents ({d['metadata']['name']})")
+        if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "rdmanet":
+            init = {c["name"]: c for c in d["spec"]["template"]["spec"]["initContainers"]}
+            prep = init.get("node-prep", {})
+            check(bool(prep.get("volumeMounts")), f"{s}: node-prep keeps its host mounts after patches")
+            wants = "--exclusive" in prep.get("command", [])
+            check(wants == (s in ("sriov-roce", "ib-sriov")), f"{s}: node-prep sets exclusive mode only for SR-IOV scenarios")
+    for name, nad in nads.items():
+        cfg = nad["spec"]["config"]
+        conf = json.loads(cfg)
+        check(conf.get("name") == name, f"{s}/{name}: config name equals the NAD name")
+        validate(rdmanet, cfg, f"{s}/{name}")
+        ipams = [conf.get("ipam", {})] + [p.get("ipam", {}) for p in conf.get("plugins", [])]
+        if any(i.get("type") == "rdmanet-ipam" for i in ipams):
+            validate(rdmanet_ipam, cfg, f"{s}/{name}")
+        caps = conf.get("capabilities", {})
+        rn = nad["metadata"].get("annotations", {}).get("k8s.v1.cni.cncf.io/resourceName")
+        if rn:
+            check(rn in resources, f"{s}/{name}: resourceName {rn} is advertised by the overlay's device plugin")
+            check(caps.get("deviceID") and caps.get("CNIDeviceInfoFile"),
+                  f"{s}/{name}: declares deviceID and CNIDeviceInfoFile capabilities")
+        if s == "ib-sriov":
+            check(caps.get("infinibandGUID") is True, f"{s}/{name}: declares the infinibandGUID capability")
+
+    work = build(f"workloads/{s}")
+    jobs = [d for d in work if d["kind"] == "MPIJob"]
+    check(len(jobs) == 1, f"{s}: workload is one MPIJob")
+    check(any(d["kind"] == "ConfigMap" and d["metadata"]["name"] == "rdmanet-nccl-env" for d in work),
+          f"{s}: workload ships rdma-env.sh")
+    for d in work:
+        for t in templates(d):
+            check(not t["spec"].get("hostNetwork"), f"{s}: {d['kind']}/{d['metadata']['name']} does not use hostNetwork")
+    for j in jobs:
+        workers = j["spec"]["mpiReplicaSpecs"]["Worker"]
+        check(workers["replicas"] == 2, f"{s}: two workers")
+        t = workers["template"]
+        nets = json.loads(t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        for n in nets:
+            check(n["name"] in nads, f"{s}: worker attaches NAD {n['name']} defined by the overlay")
+            check(n.get("interface") == "net1", f"{s}: RDMA interface is named net1")
+        c = t["spec"]["containers"][0]
+        check("IPC_LOCK" in c.get("securityContext", {}).get("capabilities", {}).get("add", []), f"{s}: worker has IPC_LOCK")
+        limits = c["resources"]["limits"]
+        for r in resources:
+            check(limits.get(r) == 1, f"{s}: worker requests {r}")
+        vols = json.dumps(t["spec"].get("volumes", []))
+        check("/dev/infiniband" not in vols, f"{s}: no /dev/infiniband host mount")
+        args = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+        check("NCCL_SOCKET_IFNAME=net1" in args and "/etc/rdmanet/rdma-env.sh" in args,
+              f"{s}: mpirun exports NCCL_SOCKET_IFNAME=net1 and runs ranks through rdma-env.sh")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
