@@ -15,7 +15,7 @@
 # 60,000 leases through host-local itself would take hours.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-ours="${1:-$here/../../build-ipam/ipam/rdmanet-ipam}"
+ours="${1:-$here/../../build/ipam/rdmanet-ipam}"
 theirs="${2:-/usr/lib/cni/host-local}"
 exec python3 - "$ours" "$theirs" <<'PY'
 import ipaddress, json, os, shutil, statistics, subprocess, sys, tempfile, time

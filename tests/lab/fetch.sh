@@ -1,0 +1,172 @@
+#!/bin/bash
+# Fetches everything the kernel lab needs and caches it between runs:
+#   - host packages (qemu, busybox-static, kmod, RDMA userspace ...), installed
+#     with the host's own apt only when missing;
+#   - the guest kernels, downloaded with a *private* APT configuration (own
+#     sources, state and cache under the lab cache) so the host's APT setup is
+#     never touched, and extracted to $CACHE/kernels/<alias>/{vmlinuz,lib/modules/<kver>}
+#     (the lib/modules layout lets depmod/modprobe -d use the tree as is).
+#
+# Usage: fetch.sh [ALIAS...]      ALIAS: 7.3 (trixie-backports), 6.1 (bookworm)
+#                                 default: all of them
+# Env:   RDMANET_LAB_CACHE        cache root (default /var/cache/rdmanet-lab)
+#        RDMANET_LAB_KVER73       7.3 package version suffix (default 7.3.4+deb13-amd64)
+#
+# Prints nothing but progress on stderr; fails loudly (non-zero) when the
+# mirror cannot be reached: a lab test without its kernel is a failure, not a skip.
+set -eu
+
+CACHE=${RDMANET_LAB_CACHE:-/var/cache/rdmanet-lab}
+KVER73=${RDMANET_LAB_KVER73:-7.3.4+deb13-amd64}
+log() { echo "fetch.sh: $*" >&2; }
+die() { echo "fetch.sh: FATAL: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (installs packages, writes $CACHE)"
+
+# --- host packages -----------------------------------------------------------
+# One dpkg-query for all; apt-get only runs when something is missing, so a
+# warm run costs ~50 ms.
+HOST_PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2
+ibverbs-utils ibverbs-providers rdmacm-utils perftest tcpdump"
+missing=""
+for p in $HOST_PKGS; do
+    st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+    case "$st" in ii*) ;; *) missing="$missing $p" ;; esac
+done
+if [ -n "$missing" ]; then
+    log "installing host packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    # --no-install-recommends keeps qemu from pulling a GUI stack.
+    if ! apt-get install -y -q --no-install-recommends $missing >&2; then
+        apt-get update -q >&2 || die "apt-get update failed (no network to the mirror?)"
+        apt-get install -y -q --no-install-recommends $missing >&2 \
+            || die "cannot install:$missing"
+    fi
+fi
+
+# --- which mirror --------------------------------------------------------------
+# Reuse the Debian mirror the host's own sources use (never hard-code one):
+# the first URI that serves the host's release codename. Understands both the
+# deb822 *.sources format and one-line sources.list entries.
+host_mirror() {
+    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        # deb822 stanzas are separated by blank lines; print "URI suites..." per stanza.
+        awk -v cn="$codename" '
+            /^[[:space:]]*$/ { if (u != "" && s ~ ("(^| )" cn "( |$)")) { print u; exit } u = ""; s = ""; next }
+            tolower($1) == "uris:"   { u = $2 }
+            tolower($1) == "suites:" { $1 = ""; s = $0 " " }
+            END { if (u != "" && s ~ ("(^| )" cn "( |$)")) print u }' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        # deb [opts] URI suite comp...
+        sed -e 's/\[[^]]*\]//' "$f" | awk -v cn="$codename" '$1 == "deb" && $3 == cn { print $2 }'
+    done
+}
+MIRROR=$(host_mirror | head -n1)
+[ -n "$MIRROR" ] || die "no Debian mirror for this release found in /etc/apt/sources*"
+MIRROR=${MIRROR%/}
+
+# --- private APT -------------------------------------------------------------------
+APTDIR=$CACHE/apt
+setup_private_apt() {
+    mkdir -p "$APTDIR/state/lists/partial" "$APTDIR/cache/archives/partial" "$APTDIR/etc/preferences.d" "$APTDIR/etc/sources.list.d"
+    # bookworm for Debian 12's own 6.1 kernel, trixie-backports for 7.3.
+    cat > "$APTDIR/etc/sources.list" <<SRC
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR bookworm main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie-backports main
+SRC
+    touch "$APTDIR/state/status"
+    # Everything points into $APTDIR: lists, archives, status, sources, prefs.
+    cat > "$APTDIR/apt.conf" <<CONF
+Dir::State "$APTDIR/state";
+Dir::State::status "$APTDIR/state/status";
+Dir::Cache "$APTDIR/cache";
+Dir::Etc::SourceList "$APTDIR/etc/sources.list";
+Dir::Etc::SourceParts "$APTDIR/etc/sources.list.d";
+Dir::Etc::Preferences "$APTDIR/etc/preferences";
+Dir::Etc::PreferencesParts "$APTDIR/etc/preferences.d";
+APT::Architecture "amd64";
+APT::Architectures { "amd64"; };
+Acquire::Languages "none";
+Acquire::Retries "3";
+// Downloads land in a root-only temp dir; the _apt sandbox user cannot write there.
+APT::Sandbox::User "root";
+CONF
+}
+private_apt() { APT_CONFIG=$APTDIR/apt.conf "$@"; }
+apt_updated=0
+private_apt_update() {
+    [ "$apt_updated" -eq 0 ] || return 0
+    setup_private_apt
+    log "updating private APT indexes from $MIRROR (bookworm, trixie-backports)"
+    private_apt apt-get update -q >&2 || die "private apt-get update failed (no network to $MIRROR?)"
+    # apt-get update exits 0 even when a source failed: check the lists really came.
+    ls "$APTDIR/state/lists/"*trixie-backports*Packages* >/dev/null 2>&1 \
+        || die "trixie-backports index missing after apt-get update (mirror unreachable?)"
+    apt_updated=1
+}
+
+# --- kernels ---------------------------------------------------------------------
+# extract ALIAS PKG...: download PKGs, dpkg -x them into a scratch dir, keep
+# only vmlinuz + the modules tree; $dst/.complete marks a finished extraction so
+# an interrupted run is redone, not trusted.
+extract() {
+    alias=$1; shift
+    dst=$CACHE/kernels/$alias
+    tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    log "downloading $*"
+    t0=$(date +%s)
+    ( cd "$tmp" && private_apt apt-get download -q "$@" >&2 ) || die "apt-get download $* failed"
+    log "downloaded in $(( $(date +%s) - t0 ))s; extracting"
+    mkdir "$tmp/root"
+    for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/root"; done
+    # Layouts: boot/vmlinuz-<ver> + lib/modules/<ver> (classic) or
+    # usr/lib/modules/<ver>/{vmlinuz,kernel/...} (6.19+ split packages).
+    moddir=$(ls -d "$tmp"/root/lib/modules/* "$tmp"/root/usr/lib/modules/* 2>/dev/null | head -n1)
+    [ -n "$moddir" ] || die "no modules directory in $*"
+    kver=$(basename "$moddir")
+    vmlinuz=""
+    for c in "$tmp/root/boot/vmlinuz-$kver" "$moddir/vmlinuz"; do
+        [ -f "$c" ] && { vmlinuz=$c; break; }
+    done
+    [ -n "$vmlinuz" ] || die "no vmlinuz for $kver in $*"
+    rm -rf "$dst"; mkdir -p "$dst/lib/modules"
+    mv "$vmlinuz" "$dst/vmlinuz"
+    mv "$moddir" "$dst/lib/modules/$kver"
+    # Split 7.x packages ship no modules.dep (their postinst runs depmod):
+    # generate it, modprobe --show-depends needs it.
+    [ -f "$dst/lib/modules/$kver/modules.dep" ] || depmod -b "$dst" "$kver"
+    echo "$kver" > "$dst/kver"
+    echo "$*" > "$dst/packages"
+    touch "$dst/.complete"
+    rm -rf "$tmp"; trap - EXIT
+    log "$alias: kernel $kver ready in $dst"
+}
+
+fetch_alias() {
+    [ -f "$CACHE/kernels/$1/.complete" ] && return 0
+    private_apt_update
+    case "$1" in
+        7.3)
+            extract 7.3 "linux-binary-$KVER73" "linux-modules-$KVER73" ;;
+        6.1)
+            # linux-image-amd64 is a metapackage: resolve the real image it
+            # depends on in bookworm (not the newer one in trixie-backports).
+            real=$(private_apt apt-cache show linux-image-amd64/bookworm 2>/dev/null \
+                | sed -n 's/^Depends: *\(linux-image-[^ ,]*\).*/\1/p' | head -n1)
+            [ -n "$real" ] || die "cannot resolve linux-image-amd64 in bookworm"
+            extract 6.1 "$real/bookworm" ;;
+        *) die "unknown kernel alias '$1' (known: 7.3 6.1)" ;;
+    esac
+}
+
+mkdir -p "$CACHE"
+# One fetch at a time (two ctest jobs might start together).
+exec 9>"$CACHE/.fetch.lock"
+flock 9
+[ $# -gt 0 ] || set -- 7.3 6.1
+for a in "$@"; do fetch_alias "$a"; done

@@ -1,0 +1,78 @@
+# shellcheck shell=sh
+# Helpers for guest scenario scripts (sourced; busybox ash).
+# Report lines, parsed by run.sh on the host:
+#   LAB-RESULT name=N status=pass|fail detail=TEXT   one check
+#   LAB-FACT key=value                               a measured fact
+#   LAB-TIME stage=S uptime=SECONDS                  progress timing
+#   LAB-DONE scenario=S rc=N                         the guest finished
+
+# busybox ash runs its own `ip` and `tc` applets before anything in PATH:
+# always call iproute2 by its full path.
+IP=/usr/sbin/ip
+
+# One line each, whatever the detail holds.
+_oneline() { printf '%s' "$*" | tr -s '\n\r\t ' ' ' | cut -c1-400; }
+
+lab_result() { # NAME pass|fail DETAIL...
+    _n=$1 _s=$2; shift 2
+    [ "$_s" = pass ] || : > /tmp/lab-failed
+    echo "LAB-RESULT name=$_n status=$_s detail=$(_oneline "$*")"
+}
+lab_fact() { echo "LAB-FACT $1=$(_oneline "$2")"; }
+lab_time() { echo "LAB-TIME stage=$1 uptime=$(cut -d' ' -f1 /proc/uptime)"; }
+
+# check NAME CMD...: pass when CMD exits 0; the detail is its last output line
+# (or, on failure, its exit code and last lines). Never fails itself, so a
+# failed check does not end a `set -e` scenario; LAB_LAST says how it went.
+check() {
+    _n=$1; shift
+    if _out=$("$@" 2>&1); then
+        LAB_LAST=pass
+        lab_result "$_n" pass "$(printf '%s\n' "$_out" | tail -n1)"
+    else
+        _rc=$?
+        LAB_LAST=fail
+        lab_result "$_n" fail "rc=$_rc: $(printf '%s\n' "$_out" | tail -n4)"
+    fi
+}
+# require NAME CMD...: like check, but the scenario cannot go on without it.
+require() { check "$@"; [ "$LAB_LAST" = pass ] || exit 1; }
+
+# nsx NS CMD...: run CMD inside network namespace NS.
+nsx() { _ns=$1; shift; "$IP" netns exec "$_ns" "$@"; }
+
+# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
+wait_for() {
+    _t=$(( $1 * 5 )); shift
+    while [ "$_t" -gt 0 ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.2; _t=$((_t - 1))
+    done
+    return 1
+}
+
+# roce_v2_gid_index NS DEV IPV4: index of the RoCE v2 GID ::ffff:IPV4 on port 1
+# of DEV, as a process in NS sees it (through uverbs, so it works in both
+# netns modes). Prints nothing when absent.
+roce_v2_gid_index() {
+    nsx "$1" ibv_devinfo -v -d "$2" 2>/dev/null |
+        awk -v want="::ffff:$3" '/GID\[/ && index($0, want ",") && /RoCE v2/ {
+            sub(/.*GID\[ */, ""); sub(/\].*/, ""); print; exit }'
+}
+
+# pingpong NS_SRV DEV_SRV GID_SRV NS_CLI DEV_CLI GID_CLI SERVER_IP ITERS:
+# ibv_rc_pingpong server in NS_SRV, client in NS_CLI. Prints the client output
+# (also kept in /tmp/pp-client.log).
+pingpong() {
+    nsx "$1" timeout 60 ibv_rc_pingpong -d "$2" -g "$3" -n "$8" > /tmp/pp-server.log 2>&1 &
+    _srv=$!
+    # The server listens on TCP 18515 (0x4853) for the QP exchange; wait for
+    # it instead of sleeping a guessed time.
+    wait_for 20 sh -c "$IP netns exec $1 cat /proc/net/tcp | grep -q ':4853 '" || true
+    _rc=0
+    nsx "$4" timeout 60 ibv_rc_pingpong -d "$5" -g "$6" -n "$8" "$7" > /tmp/pp-client.log 2>&1 || _rc=$?
+    cat /tmp/pp-client.log
+    wait "$_srv" || _rc=$((_rc + 100))
+    [ "$_rc" -eq 0 ] || { echo "server:"; cat /tmp/pp-server.log; }
+    return "$_rc"
+}

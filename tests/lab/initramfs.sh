@@ -1,0 +1,177 @@
+#!/bin/bash
+# Builds the guest initramfs for one lab kernel.
+#
+# Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--add SRC:DST]...
+#   KERNEL_ALIAS  7.3 or 6.1 (fetched by fetch.sh into the cache)
+#   --add SRC:DST copy host file SRC to DST in the guest (e.g. the CNI binary:
+#                 --add build/cni/plugin/rdmanet:/opt/cni/bin/rdmanet); the
+#                 shared libraries of a dynamic ELF are copied along.
+#
+# The image is two concatenated newc archives (the kernel unpacks them in
+# order, later files win):
+#   base    busybox, iproute2, tcpdump, rdma-core tools + their libraries and
+#           the decompressed RDMA modules. Cached per kernel in
+#           $CACHE/initramfs/<alias>.cpio, rebuilt only when this script, the
+#           kernel or a host package it copies from changes.
+#   overlay /init, /lab/lib.sh, /lab/scenarios/*.sh and the --add files:
+#           always rebuilt (tiny, and the CNI binaries change on every build).
+# Archives are left uncompressed: under software emulation, decompressing in
+# the guest costs more than reading a few more MB through fw_cfg.
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${RDMANET_LAB_CACHE:-/var/cache/rdmanet-lab}
+die() { echo "initramfs.sh: FATAL: $*" >&2; exit 1; }
+log() { echo "initramfs.sh: $*" >&2; }
+
+[ $# -ge 2 ] || die "usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--add SRC:DST]..."
+ALIAS=$1 OUT=$2; shift 2
+ADDS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --add) [ $# -ge 2 ] || die "--add needs SRC:DST"; ADDS+=("$2"); shift 2 ;;
+        *) die "unknown argument '$1'" ;;
+    esac
+done
+
+KDIR=$CACHE/kernels/$ALIAS
+[ -f "$KDIR/.complete" ] || die "kernel $ALIAS not in $CACHE (run fetch.sh $ALIAS)"
+KVER=$(cat "$KDIR/kver")
+
+# Host programs the guest gets, at the same paths as on the host.
+BINS="/usr/sbin/ip /usr/bin/rdma /usr/sbin/dcb /usr/sbin/tc /usr/bin/tcpdump
+/usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong /usr/bin/rping"
+# dlopen()ed at run time, so ldd of the programs does not list them:
+# the soft-RoCE provider, and libgcc_s (glibc loads it for pthread_cancel /
+# unwinding; rping aborts without it).
+DLOPENED="/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"
+# Modules wanted, in load order; their dependencies come from modprobe
+# --show-depends. crc32_generic: rxe on 6.1 fails without it ("failed to add
+# v0"); it no longer exists from 6.15 on (crc32 is library code there).
+MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs
+ib_cm iw_cm rdma_cm rdma_ucm veth"
+
+# copy_file SRC ROOT: SRC to the same path under ROOT, dereferenced. The
+# merged-/usr symlinks in ROOT (lib -> usr/lib ...) make /lib/x/y land in usr/lib.
+copy_file() {
+    mkdir -p "$2$(dirname "$1")"
+    cp -L "$1" "$2$1"
+}
+# copy_elf FILE ROOT: FILE plus every library ldd resolves for it.
+copy_elf() {
+    copy_file "$1" "$2"
+    # "libx.so => /path (0x...)" and the loader's "/lib64/ld-linux... (0x...)".
+    ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
+        while read -r lib; do copy_file "$lib" "$2"; done
+}
+# usrpath PATH: /bin/x -> /usr/bin/x etc. The overlay archive must not carry a
+# real bin/ or lib/ directory where the base has the merged-/usr symlink.
+usrpath() {
+    case "$1" in
+        /bin/*|/sbin/*|/lib/*|/lib64/*) echo "/usr$1" ;;
+        *) echo "$1" ;;
+    esac
+}
+# ldd fails on static binaries and scripts: nothing to copy for those.
+is_dynamic_elf() { ldd "$1" >/dev/null 2>&1; }
+mkcpio() { # DIR OUT: deterministic newc archive, all files owned by root
+    (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) > "$2"
+}
+
+# --- base (cached) ---------------------------------------------------------------
+# The key covers everything the base is built from.
+key=$( { cat "$0"; echo "$KVER"; cat "$KDIR/packages";
+         dpkg-query -W busybox-static iproute2 tcpdump ibverbs-utils ibverbs-providers \
+             rdmacm-utils libc6 libgcc-s1 libpcap0.8 libnl-3-200 2>/dev/null; } | sha256sum | cut -c1-16)
+BASE=$CACHE/initramfs/$ALIAS-$key.cpio
+if [ ! -f "$BASE" ]; then
+    t0=$(date +%s.%N)
+    mkdir -p "$CACHE/initramfs"
+    rm -f "$CACHE/initramfs/$ALIAS"-*.cpio        # stale keys
+    root=$(mktemp -d "$CACHE/initramfs/build.XXXXXX")
+    trap 'rm -rf "$root"' EXIT
+    # merged-/usr, as on the host, so library paths from ldd work either way.
+    mkdir -p "$root"/usr/bin "$root"/usr/sbin "$root"/usr/lib64 "$root"/usr/lib/x86_64-linux-gnu \
+        "$root"/proc "$root"/sys "$root"/dev "$root"/run "$root"/tmp "$root"/etc "$root"/var "$root"/lab
+    for d in bin sbin lib lib64; do ln -s "usr/$d" "$root/$d"; done
+    ln -s ../run "$root/var/run"
+
+    # busybox: one static binary, a link per applet. Applets are linked only
+    # where no real program is copied later (ip, tc: use /usr/sbin/ip, busybox
+    # ash prefers its own applet over PATH anyway).
+    cp /bin/busybox "$root/usr/bin/busybox"
+    for a in $(/bin/busybox --list-full); do
+        [ -e "$root/$a" ] || ln -s /usr/bin/busybox "$root/$a"
+    done
+    # The kernel runs /sbin/modprobe for on-demand module loads.
+    ln -sf /usr/bin/busybox "$root/usr/sbin/modprobe"
+
+    for b in $BINS; do
+        [ -x "$b" ] || die "$b missing on the host (fetch.sh installs it)"
+        rm -f "$root$b"   # a busybox link of the same name
+        copy_elf "$b" "$root"
+    done
+    for l in $DLOPENED; do copy_elf "$l" "$root"; done
+    mkdir -p "$root/etc/libibverbs.d"
+    cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
+    # tcpdump, ip netns and glibc want these to exist.
+    echo 'root:x:0:0:root:/root:/bin/sh' > "$root/etc/passwd"
+    echo 'root:x:0:' > "$root/etc/group"
+    printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
+
+    # Modules: decompressed (busybox insmod and the kernel's in-kernel
+    # decompression support vary by version), plus a load-order list for /init.
+    : > "$root/lab/modules.order"
+    for m in $MODULES; do
+        if ! deps=$(modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null); then
+            log "$ALIAS: module $m not found in $KVER (built in or gone): skipped"
+            continue
+        fi
+        echo "$deps" | awk '$1 == "insmod" { print $2 }' | while read -r ko; do
+            rel=${ko#"$KDIR"}; dst=${rel%.xz}; dst=${dst%.zst}
+            grep -qx "$dst" "$root/lab/modules.order" && continue
+            mkdir -p "$root$(dirname "$dst")"
+            case "$ko" in
+                *.xz)  xz -dc "$ko" > "$root$dst" ;;
+                *.zst) zstd -qdc "$ko" > "$root$dst" ;;
+                *)     cp "$ko" "$root$dst" ;;
+            esac
+            echo "$dst" >> "$root/lab/modules.order"
+        done
+    done
+    # modules.dep for busybox modprobe (on-demand loads by the kernel).
+    depmod -b "$root" "$KVER" 2>/dev/null
+    echo "$KVER" > "$root/lab/kver"
+
+    mkcpio "$root" "$BASE.tmp"
+    mv "$BASE.tmp" "$BASE"
+    rm -rf "$root"; trap - EXIT
+    log "$ALIAS: base $(du -h "$BASE" | cut -f1) built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"
+fi
+
+# --- overlay (every run) -------------------------------------------------------------
+ov=$(mktemp -d)
+trap 'rm -rf "$ov" "$ov.cpio"' EXIT
+mkdir -p "$ov/lab/scenarios"
+install -m 0755 "$HERE/guest/init" "$ov/init"
+install -m 0644 "$HERE/guest/lib.sh" "$ov/lab/lib.sh"
+install -m 0755 "$HERE"/scenarios/*.sh "$ov/lab/scenarios/"
+for a in "${ADDS[@]+"${ADDS[@]}"}"; do
+    src=${a%%:*} dst=${a#*:}
+    [ "$src" != "$a" ] && [ -n "$dst" ] || die "--add wants SRC:DST, got '$a'"
+    dst=$(usrpath "$dst")
+    [ -f "$src" ] || die "--add: $src does not exist"
+    mkdir -p "$ov$(dirname "$dst")"
+    cp -L "$src" "$ov$dst"
+    # Libraries of added programs (the node binaries need only glibc, which the
+    # base has; anything else is copied here).
+    if is_dynamic_elf "$src"; then
+        ldd "$src" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
+            d=$(usrpath "$lib"); mkdir -p "$ov$(dirname "$d")"; cp -L "$lib" "$ov$d"
+        done
+    fi
+done
+mkcpio "$ov" "$ov.cpio"
+cat "$BASE" "$ov.cpio" > "$OUT"
+rm -f "$ov.cpio"
