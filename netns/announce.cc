@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "netns/fd.h"
+#include "cni/fd.h"
 
 namespace rdmanet::netns {
 namespace {

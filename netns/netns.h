@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "cni/error.h"
-#include "netns/fd.h"
+#include "cni/fd.h"
 
 namespace rdmanet::netns {
 

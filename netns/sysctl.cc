@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "netns/fd.h"
+#include "cni/fd.h"
 #include "netns/link.h"
 
 namespace rdmanet::netns {

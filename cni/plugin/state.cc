@@ -121,16 +121,6 @@ Expected<AttachmentState> parse_state(const std::string& text, const std::string
 
 }  // namespace
 
-std::string hex(const std::string& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
 namespace {
 
 json vf_to_json(const VfRecord& vf) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cni/error.h"
+#include "cni/hex.h"
 #include "netns/vf.h"
 
 namespace rdmanet::plugin {
@@ -100,8 +101,5 @@ class StateStore {
                               const std::string& ifname) const;
   std::string root_;
 };
-
-// Lower-case hex of arbitrary bytes, for file names.
-std::string hex(const std::string& bytes);
 
 }  // namespace rdmanet::plugin

@@ -1,11 +1,12 @@
-// An owned file descriptor, closed when the owner goes away.
+// An owned file descriptor, closed when the owner goes away. Shared by the
+// CNI library (delegation pipes) and the netns layer (namespace handles).
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace rdmanet::netns {
+namespace rdmanet {
 
 class Fd {
  public:
@@ -24,6 +25,7 @@ class Fd {
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
     if (fd_ >= 0) {
       ::close(fd_);
@@ -35,4 +37,4 @@ class Fd {
   int fd_ = -1;
 };
 
-}  // namespace rdmanet::netns
+}  // namespace rdmanet
