@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cni/temp_dir.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -20,9 +22,8 @@ using nlohmann::json;
 class Delegate : public testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rdmanet-delegate-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty()) << "cannot create a temporary directory";
+    dir_ = tmp_.path();
     fs::create_directory(dir_ + "/bin");
     env_.container_id = "ctr1";
     env_.netns = "/proc/self/ns/net";
@@ -30,7 +31,6 @@ class Delegate : public testing::Test {
     env_.args = "IgnoreUnknown=1;K8S_POD_NAME=p";
     env_.path = dir_ + "/empty:" + dir_ + "/bin:/usr/lib/cni";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void script(const std::string& name, const std::string& body) {
     std::string path = dir_ + "/bin/" + name;
@@ -38,6 +38,7 @@ class Delegate : public testing::Test {
     ::chmod(path.c_str(), 0755);
   }
 
+  testutil::TempDir tmp_{"rdmanet-delegate"};
   std::string dir_;
   Environment env_;
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cni/temp_dir.h"
 #include "cni/version.h"
 
 namespace rdmanet::cni {
@@ -114,13 +115,9 @@ TEST(Result, InteroperatesWithReferenceHostLocal) {
   const std::string plugin = "/usr/lib/cni/host-local";
   ASSERT_TRUE(std::filesystem::exists(plugin))
       << plugin << " missing: install containernetworking-plugins (tests/deps.sh)";
-  char dir_template[] = "/tmp/rdmanet-hl-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  std::string dir = dir_template;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::filesystem::remove_all(dir); }
-  } cleanup{dir};
+  rdmanet::testutil::TempDir tmp("rdmanet-hl");
+  ASSERT_FALSE(tmp.path().empty()) << "cannot create a temporary directory";
+  const std::string& dir = tmp.path();
 
   int n = 0;
   for (std::string version : {"0.3.0", "0.3.1", "0.4.0", "1.0.0"}) {

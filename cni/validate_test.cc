@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cni/temp_dir.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -14,15 +16,14 @@ namespace fs = std::filesystem;
 class Validate : public testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rdmanet-validate-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty()) << "cannot create a temporary directory";
+    dir_ = tmp_.path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string file(const std::string& name, const std::string& text) {
     std::ofstream(dir_ + "/" + name) << text;
     return dir_ + "/" + name;
   }
+  testutil::TempDir tmp_{"rdmanet-validate"};
   std::string dir_;
 };
 

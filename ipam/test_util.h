@@ -15,25 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "cni/temp_dir.h"
+
 namespace rdmanet::ipam::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ipam_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using rdmanet::testutil::TempDir;
 
 struct Outcome {
   int status = 0;  // exit code, or -signal

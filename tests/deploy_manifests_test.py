@@ -44,28 +44,27 @@ def build(rel):
     return docs
 
 
-def pod_specs(doc):
-    """Every pod spec inside a document (Deployment, DaemonSet, MPIJob replicas...)."""
+def dicts(doc, match):
+    """Every dict anywhere inside a document (Deployment, DaemonSet, MPIJob
+    replicas...) for which match(d) holds."""
     if isinstance(doc, dict):
-        if "containers" in doc and isinstance(doc["containers"], list):
+        if match(doc):
             yield doc
         for v in doc.values():
-            yield from pod_specs(v)
+            yield from dicts(v, match)
     elif isinstance(doc, list):
         for v in doc:
-            yield from pod_specs(v)
+            yield from dicts(v, match)
+
+
+def pod_specs(doc):
+    """Every pod spec inside a document."""
+    return dicts(doc, lambda d: isinstance(d.get("containers"), list))
 
 
 def templates(doc):
     """Every pod template (metadata + spec)."""
-    if isinstance(doc, dict):
-        if isinstance(doc.get("spec"), dict) and "containers" in doc["spec"]:
-            yield doc
-        for v in doc.values():
-            yield from templates(v)
-    elif isinstance(doc, list):
-        for v in doc:
-            yield from templates(v)
+    return dicts(doc, lambda d: isinstance(d.get("spec"), dict) and "containers" in d["spec"])
 
 
 def validate(tool, cfg, label):

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cni/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -72,9 +74,8 @@ class Rdmanet : public testing::Test {
                                 "CAP_SYS_ADMIN): run them as root, they do not skip";
     static std::atomic<int> counter{0};
     tag_ = std::to_string(getpid() % 100000) + "x" + std::to_string(counter++);
-    char tmpl[] = "/tmp/rdmanet-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty()) << "cannot create a temporary directory";
+    dir_ = tmp_.path();
     fs::create_directories(dir_ + "/bin");
     fs::create_symlink(RDMANET_BINARY, dir_ + "/bin/rdmanet");
     for (const char* p : {"host-local", "tuning"}) {
@@ -92,7 +93,6 @@ class Rdmanet : public testing::Test {
     for (const auto& link : links_) {
       sh("ip link del " + link + " >/dev/null 2>&1", false);
     }
-    fs::remove_all(dir_);
   }
 
   // A pod network namespace; returns its name (path /run/netns/<name>).
@@ -196,6 +196,7 @@ class Rdmanet : public testing::Test {
   }
 
   std::string tag_;
+  rdmanet::testutil::TempDir tmp_{"rdmanet-plugin-test"};
   std::string dir_;
   std::vector<std::string> netns_;
   std::vector<std::string> links_;

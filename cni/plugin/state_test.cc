@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "cni/temp_dir.h"
+
 namespace rdmanet::plugin {
 namespace {
 
@@ -13,11 +15,9 @@ namespace fs = std::filesystem;
 class State : public testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rdmanet-state-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty()) << "cannot create a temporary directory";
+    dir_ = tmp_.path();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   AttachmentState sample() {
     AttachmentState s;
@@ -40,6 +40,7 @@ class State : public testing::Test {
     return s;
   }
 
+  testutil::TempDir tmp_{"rdmanet-state"};
   std::string dir_;
 };
 

@@ -41,6 +41,21 @@ require() { check "$@"; [ "$LAB_LAST" = pass ] || exit 1; }
 # nsx NS CMD...: run CMD inside network namespace NS.
 nsx() { _ns=$1; shift; "$IP" netns exec "$_ns" "$@"; }
 
+# two_pods_on_veth: netns a and b joined by a veth pair, va = 10.0.0.1/24 in
+# a and vb = 10.0.0.2/24 in b, everything up.
+two_pods_on_veth() {
+    $IP netns add a
+    $IP netns add b
+    $IP link add va type veth peer name vb
+    $IP link set va netns a
+    $IP link set vb netns b
+    nsx a $IP addr add 10.0.0.1/24 dev va
+    nsx b $IP addr add 10.0.0.2/24 dev vb
+    for ns in a b; do nsx $ns $IP link set lo up; done
+    nsx a $IP link set va up
+    nsx b $IP link set vb up
+}
+
 # wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
 wait_for() {
     _t=$(( $1 * 5 )); shift

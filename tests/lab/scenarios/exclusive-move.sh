@@ -33,16 +33,7 @@ rdma link del rxet
 $IP link del vt0
 
 # --- two pods, devices moved in ------------------------------------------------
-$IP netns add a
-$IP netns add b
-$IP link add va type veth peer name vb
-$IP link set va netns a
-$IP link set vb netns b
-nsx a $IP addr add 10.0.0.1/24 dev va
-nsx b $IP addr add 10.0.0.2/24 dev vb
-for ns in a b; do nsx $ns $IP link set lo up; done
-nsx a $IP link set va up
-nsx b $IP link set vb up
+two_pods_on_veth
 # NEWLINK from inside the pod: in exclusive mode too the device is
 # registered in the init netns, and must then be moved in.
 require rxe-add-in-netns-a nsx a rdma link add rxea type rxe netdev va

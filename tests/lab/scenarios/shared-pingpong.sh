@@ -14,16 +14,7 @@ require netns-mode-shared sh -c 'rdma system show | grep -q "netns shared"'
 lab_fact netns_mode "$(rdma system show | head -n1)"
 
 # Two pods on one veth pair.
-$IP netns add a
-$IP netns add b
-$IP link add va type veth peer name vb
-$IP link set va netns a
-$IP link set vb netns b
-nsx a $IP addr add 10.0.0.1/24 dev va
-nsx b $IP addr add 10.0.0.2/24 dev vb
-for ns in a b; do nsx $ns $IP link set lo up; done
-nsx a $IP link set va up
-nsx b $IP link set vb up
+two_pods_on_veth
 
 # What `rdma link add` sends (RDMA_NLDEV_CMD_NEWLINK), issued inside the pod.
 require rxe-add-in-netns-a nsx a rdma link add rxea type rxe netdev va
