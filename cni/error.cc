@@ -59,7 +59,9 @@ Error sys_error(const std::string& what, int err) {
   } else if (err == EBUSY) {
     kind = ErrorKind::kDeviceBusy;
   }
-  return {kind, what + ": " + std::strerror(err)};
+  Error e(kind, what + ": " + std::strerror(err));
+  e.sys_errno_ = err;
+  return e;
 }
 
 }  // namespace rdmanet

@@ -52,6 +52,8 @@ class Error {
   const std::string& msg() const { return msg_; }
   const std::string& details() const { return details_; }
   int delegated_code() const { return delegated_code_; }
+  // The errno behind a failed system call (sys_error), 0 otherwise.
+  int sys_errno() const { return sys_errno_; }
 
   // Prefixes the message with what the caller was doing: "ADD net1: <msg>".
   Error& context(const std::string& what) {
@@ -64,6 +66,8 @@ class Error {
   std::string msg_;
   std::string details_;
   int delegated_code_ = 0;
+  int sys_errno_ = 0;
+  friend Error sys_error(const std::string& what, int err);
 };
 
 // The CNI error code for an error: the one place where kinds become codes.

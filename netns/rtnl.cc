@@ -105,14 +105,22 @@ int on_error(sockaddr_nl* /*nla*/, nlmsgerr* err, void* arg) {
 
 }  // namespace
 
-Expected<Rtnl> Rtnl::open() {
+Expected<Rtnl> Rtnl::open() { return open_protocol(NETLINK_ROUTE, "rtnetlink"); }
+
+Expected<Rtnl> Rtnl::open_protocol(int protocol, const std::string& name) {
   std::unique_ptr<nl_sock, NlSockFree> sock(nl_socket_alloc());
   if (!sock) {
     return Error(ErrorKind::kInternal, "allocate netlink socket: out of memory");
   }
-  int err = nl_connect(sock.get(), NETLINK_ROUTE);
+  errno = 0;
+  int err = nl_connect(sock.get(), protocol);
   if (err < 0) {
-    return Error(ErrorKind::kKernel, std::string("connect rtnetlink: ") + nl_geterror(err));
+    // libnl folds the errno into its own codes; callers need the errno to tell "this
+    // kernel has no such protocol" (EPROTONOSUPPORT) apart, so keep it.
+    if (errno != 0) {
+      return sys_error("connect " + name, errno);
+    }
+    return Error(ErrorKind::kKernel, "connect " + name + ": " + nl_geterror(err));
   }
   int fd = nl_socket_get_fd(sock.get());
   int one = 1;

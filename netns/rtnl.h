@@ -45,11 +45,14 @@ class NlRequest {
   bool ok_ = true;
 };
 
-// An rtnetlink socket. It talks to the network namespace that was current when it was
-// opened, for its whole life: open it inside a namespace (in_netns) to manage that one.
+// A netlink socket: rtnetlink unless another protocol is asked for (rdma/ uses it for
+// NETLINK_RDMA). It talks to the network namespace that was current when it was opened,
+// for its whole life: open it inside a namespace (in_netns) to manage that one.
 class Rtnl {
  public:
   static Expected<Rtnl> open();
+  // A socket of another netlink protocol; `name` is what connection errors call it.
+  static Expected<Rtnl> open_protocol(int protocol, const std::string& name);
 
   // Sends req and waits for the kernel's answer. Failures read "<what>: <strerror>", plus
   // the kernel's extended ack message when it gave one.

@@ -57,6 +57,35 @@ Expected<std::optional<std::string>> link_basename(const fs::path& link, const s
   return std::optional<std::string>(target.filename().string());
 }
 
+// RDMA devices registered on a device: <dir>/infiniband/*, else <dir>/<child>/infiniband/*.
+Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir, const std::string& what) {
+  auto direct = list_dir(dir / "infiniband", what);
+  if (!direct.ok() || !direct->empty()) {
+    return direct;
+  }
+  auto children = list_dir(dir, what);
+  if (!children.ok()) {
+    return children;
+  }
+  std::vector<std::string> names;
+  for (const auto& child : *children) {
+    // Only real subdirectories are child devices; symlinks (physfn, virtfnN, driver,
+    // subsystem) lead to other devices.
+    std::error_code ec;
+    if (child == "infiniband" || !fs::is_directory(fs::symlink_status(dir / child, ec)) ||
+        !fs::is_directory(dir / child / "infiniband", ec)) {
+      continue;
+    }
+    auto found = list_dir(dir / child / "infiniband", what);
+    if (!found.ok()) {
+      return found;
+    }
+    names.insert(names.end(), found->begin(), found->end());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
 
 bool is_pci_address(std::string_view text) {
@@ -179,6 +208,22 @@ Expected<std::vector<std::string>> Sysfs::aux_netdevs(const std::string& id) con
                  "auxiliary device " + id + ": not found in " + root_ + "/bus/auxiliary/devices");
   }
   return list_dir(fs::path(dir) / "net", "auxiliary device " + id);
+}
+
+Expected<std::vector<std::string>> Sysfs::pci_rdma_devices(const std::string& pci) const {
+  auto dir = pci_dir(pci);
+  if (!dir.ok()) {
+    return std::move(dir).error();
+  }
+  return rdma_devices_under(*dir, "PCI device " + pci);
+}
+
+Expected<std::vector<std::string>> Sysfs::aux_rdma_devices(const std::string& id) const {
+  if (!is_aux_id(id)) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "invalid auxiliary device id " + in_quotes(id) + ": expected e.g. mlx5_core.sf.2");
+  }
+  return rdma_devices_under(root_ + "/bus/auxiliary/devices/" + id, "auxiliary device " + id);
 }
 
 }  // namespace rdmanet::netns

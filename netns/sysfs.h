@@ -36,6 +36,11 @@ class Sysfs {
   Expected<std::optional<VfInfo>> pci_vf(const std::string& pci) const;
   // The netdev names of an auxiliary device such as "mlx5_core.sf.2", sorted.
   Expected<std::vector<std::string>> aux_netdevs(const std::string& id) const;
+  // The RDMA device names of a PCI function or auxiliary device, from its infiniband/
+  // directory, or from a child device's (mlx5 registers its RDMA device on an auxiliary
+  // child such as mlx5_core.rdma.0). Names can change: resolve again before each use.
+  Expected<std::vector<std::string>> pci_rdma_devices(const std::string& pci) const;
+  Expected<std::vector<std::string>> aux_rdma_devices(const std::string& id) const;
 
  private:
   Expected<std::string> pci_dir(const std::string& pci) const;

@@ -1,0 +1,82 @@
+// The kernel's RDMA device interface (RDMA netlink, "nldev"): the node's netns mode, RDMA
+// devices and their ports, soft-RoCE links, and moving a device to another network
+// namespace. What `rdma system`, `rdma dev`, `rdma link` do, without shelling out.
+//
+// An Nldev socket sees the RDMA devices of the network namespace it was opened in: in
+// shared mode every device, in exclusive mode only the devices that live there. A port
+// reports its netdev only when that netdev is in the socket's namespace, so the
+// netdev -> RDMA device mapping is asked for from the netdev's own namespace.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cni/error.h"
+#include "netns/netns.h"
+#include "netns/rtnl.h"
+
+namespace rdmanet::rdma {
+
+// RDMA_NLDEV_SYS_ATTR_NETNS_MODE: 1 = shared (every netns sees every device), 0 = exclusive
+// (a device lives in one netns and can be moved).
+enum class NetnsMode { kShared, kExclusive };
+const char* netns_mode_name(NetnsMode mode);
+
+struct Device {
+  uint32_t index = 0;    // the kernel's device index: stable across netns moves and renames
+  std::string name;      // e.g. "mlx5_3", "rxe0"; names can change, so re-resolve by index
+  std::string protocol;  // "roce", "ib", "iw" (empty on kernels that do not report it)
+  uint32_t ports = 0;    // number of ports, numbered from 1
+  uint64_t node_guid = 0;
+};
+
+struct Port {
+  uint32_t index = 0;
+  int netdev_index = 0;  // 0 when the port has no netdev in this socket's netns
+  std::string netdev;
+  uint8_t state = 0;  // IB_PORT_* (4 = ACTIVE)
+};
+
+class Nldev {
+ public:
+  // Opens RDMA netlink in the calling thread's netns. On a kernel without the RDMA
+  // subsystem (ib_core not loaded or not built) the error's sys_errno() is EPROTONOSUPPORT.
+  static Expected<Nldev> open();
+
+  Expected<NetnsMode> netns_mode();
+  // The kernel refuses a change while any netns but the initial one exists (EBUSY); the
+  // error says so and names the module option that sets the mode at boot instead.
+  Status set_netns_mode(NetnsMode mode);
+
+  Expected<std::vector<Device>> devices();
+  // kDeviceNotFound when no device has that index/name in this netns.
+  Expected<Device> device(uint32_t index);
+  Expected<Device> device(const std::string& name);
+  Expected<std::vector<Port>> ports(const Device& dev);
+  // The devices with a port whose netdev has this ifindex (in the socket's netns).
+  Expected<std::vector<Device>> devices_of_netdev(int ifindex);
+
+  // Moves dev to the network namespace `target` (exclusive mode only). The kernel answers
+  // EOPNOTSUPP in shared mode and for drivers or kernels that cannot move devices; the
+  // error says which.
+  Status move(const Device& dev, const netns::Netns& target);
+
+  // Creates a soft-RoCE (rxe) device named `name` on the netdev `netdev` of this socket's
+  // netns, as `rdma link add NAME type rxe netdev NETDEV` does. The kernel registers it in
+  // the initial netns whatever the socket's netns is.
+  Status add_rxe(const std::string& name, const std::string& netdev);
+  // Deletes a device created by a link add (rxe); other devices refuse (EINVAL).
+  Status delete_link(const Device& dev);
+
+ private:
+  explicit Nldev(netns::Rtnl sock) : sock_(std::move(sock)) {}
+
+  netns::Rtnl sock_;
+};
+
+// Whether an error means "this kernel has no RDMA subsystem" (no NETLINK_RDMA).
+bool no_rdma_subsystem(const Error& error);
+
+}  // namespace rdmanet::rdma
