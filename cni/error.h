@@ -55,6 +55,12 @@ class Error {
   // The errno behind a failed system call (sys_error), 0 otherwise.
   int sys_errno() const { return sys_errno_; }
 
+  // Appends to the message, keeping kind and errno: "<msg> (<why>)".
+  Error& append(const std::string& more) {
+    msg_ += more;
+    return *this;
+  }
+
   // Prefixes the message with what the caller was doing: "ADD net1: <msg>".
   Error& context(const std::string& what) {
     msg_ = what + ": " + msg_;

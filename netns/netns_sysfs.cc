@@ -116,8 +116,9 @@ Expected<std::string> in_netns_sysfs(const Netns& ns,
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    return Error(ErrorKind::kInternal, "reading sysfs in netns " + ns.path() + ": no answer within " +
-                                           std::to_string(timeout.count()) + " ms");
+    return Error(ErrorKind::kInternal, "reading sysfs in netns " + ns.path() +
+                                           ": no answer within " + std::to_string(timeout.count()) +
+                                           " ms");
   }
   auto reply = nlohmann::json::parse(text, nullptr, false);
   if (!reply.is_object() || !reply.contains("ok")) {

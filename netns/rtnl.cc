@@ -160,7 +160,7 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
     if (ex.error != 0) {
       Error e = sys_error(what, ex.error);
       if (!ex.ext_ack.empty()) {
-        return Error(e.kind(), e.msg() + " (" + ex.ext_ack + ")");
+        return e.append(" (" + ex.ext_ack + ")");
       }
       return e;
     }

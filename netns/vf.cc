@@ -7,16 +7,18 @@
 #include <netlink/attr.h>
 #include <netlink/msg.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 
 namespace rdmanet::netns {
 
 namespace {
 
-// Puts the VF attributes into req, nested as the kernel expects.
-void put_vf_config(NlRequest& req, int vf, const VfConfig& cfg) {
-  auto index = static_cast<uint32_t>(vf);
-  void* list = req.begin_plain_nest(IFLA_VFINFO_LIST);
+// The IFLA_VF_INFO with everything but the GUIDs.
+void put_vf_info(NlRequest& req, uint32_t index, const VfConfig& cfg) {
   void* info = req.begin_plain_nest(IFLA_VF_INFO);
   if (cfg.mac) {
     ifla_vf_mac mac{};
@@ -52,6 +54,37 @@ void put_vf_config(NlRequest& req, int vf, const VfConfig& cfg) {
     req.put(IFLA_VF_RATE, &rate, sizeof rate);
   }
   req.end_nest(info);
+}
+
+// An IFLA_VF_INFO holding one GUID: the kernel's do_setvfinfo returns right after the first
+// GUID it finds in an IFLA_VF_INFO, so a second one there would be dropped without a word.
+void put_guid_info(NlRequest& req, uint32_t index, int attr, uint64_t guid) {
+  void* info = req.begin_plain_nest(IFLA_VF_INFO);
+  ifla_vf_guid value;
+  std::memset(&value, 0, sizeof value);  // 4 padding bytes after vf
+  value.vf = index;
+  value.guid = guid;
+  req.put(attr, &value, sizeof value);
+  req.end_nest(info);
+}
+
+// Puts the VF attributes into req, nested as the kernel expects.
+void put_vf_config(NlRequest& req, int vf, const VfConfig& cfg) {
+  auto index = static_cast<uint32_t>(vf);
+  void* list = req.begin_plain_nest(IFLA_VFINFO_LIST);
+  // The kernel refuses an empty IFLA_VF_INFO (EINVAL): leave it out when only GUIDs are set.
+  VfConfig rest = cfg;
+  rest.node_guid.reset();
+  rest.port_guid.reset();
+  if (!rest.empty() || cfg.empty()) {
+    put_vf_info(req, index, cfg);
+  }
+  if (cfg.node_guid) {
+    put_guid_info(req, index, IFLA_VF_IB_NODE_GUID, *cfg.node_guid);
+  }
+  if (cfg.port_guid) {
+    put_guid_info(req, index, IFLA_VF_IB_PORT_GUID, *cfg.port_guid);
+  }
   req.end_nest(list);
 }
 
@@ -111,6 +144,19 @@ int parse_vf_info(nlattr* info, VfState* state) {
         state->max_tx_rate = rate->max_tx_rate;
         break;
       }
+      case IFLA_VF_IB_NODE_GUID:
+      case IFLA_VF_IB_PORT_GUID: {
+        if (nla_len(attr) < static_cast<int>(sizeof(ifla_vf_guid))) {
+          break;
+        }
+        ifla_vf_guid guid;
+        std::memcpy(&guid, nla_data(attr), sizeof guid);  // the attribute is 4-byte aligned
+        if (guid.guid != 0) {
+          (nla_type(attr) == IFLA_VF_IB_NODE_GUID ? state->node_guid : state->port_guid) =
+              guid.guid;
+        }
+        break;
+      }
       default:
         break;
     }
@@ -122,7 +168,7 @@ int parse_vf_info(nlattr* info, VfState* state) {
 
 bool VfConfig::empty() const {
   return !mac && !vlan && !qos && !vlan_proto && !spoofchk && !trust && !link_state &&
-         !min_tx_rate && !max_tx_rate;
+         !min_tx_rate && !max_tx_rate && !node_guid && !port_guid;
 }
 
 VfConfig VfState::as_config() const {
@@ -138,6 +184,8 @@ VfConfig VfState::as_config() const {
   cfg.link_state = link_state;
   cfg.min_tx_rate = min_tx_rate;
   cfg.max_tx_rate = max_tx_rate;
+  cfg.node_guid = node_guid;
+  cfg.port_guid = port_guid;
   return cfg;
 }
 
@@ -189,6 +237,75 @@ Expected<VfState> read_vf(Rtnl& rtnl, int pf_index, const std::string& pf_name, 
     return Error(ErrorKind::kDeviceNotFound, what + ": the PF reports no such VF");
   }
   return *found;
+}
+
+namespace {
+
+bool all_hex(const std::string& text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](unsigned char c) { return std::isxdigit(c) != 0; });
+}
+
+// The 16 hex digits of a GUID in one of the accepted spellings; empty when it is none of them.
+std::string guid_digits(const std::string& text) {
+  // Groups of `width` hex digits separated by single colons.
+  auto grouped = [&](size_t width, size_t groups) {
+    std::string digits;
+    if (text.size() != groups * (width + 1) - 1) {
+      return std::string();
+    }
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (i % (width + 1) == width) {
+        if (text[i] != ':') {
+          return std::string();
+        }
+      } else {
+        digits += text[i];
+      }
+    }
+    return all_hex(digits) ? digits : std::string();
+  };
+  if (auto digits = grouped(2, 8); !digits.empty()) {
+    return digits;
+  }
+  if (auto digits = grouped(4, 4); !digits.empty()) {
+    return digits;
+  }
+  std::string digits = text;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+    digits = digits.substr(2);
+  }
+  return digits.size() == 16 && all_hex(digits) ? digits : std::string();
+}
+
+}  // namespace
+
+Expected<uint64_t> parse_guid(const std::string& text, const std::string& field) {
+  std::string digits = guid_digits(text);
+  if (digits.empty()) {
+    return Error(ErrorKind::kInvalidConfig,
+                 field + ": \"" + text +
+                     "\" is not a GUID; write it as 00:11:22:33:44:55:66:77, "
+                     "0011:2233:4455:6677 or 0x0011223344556677");
+  }
+  uint64_t guid = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), guid, 16);
+  if (guid == 0 || guid == ~uint64_t{0}) {
+    return Error(ErrorKind::kInvalidConfig, field + ": " + format_guid(guid) +
+                                                " is not a usable GUID (drivers take it for "
+                                                "\"no GUID\")");
+  }
+  return guid;
+}
+
+std::string format_guid(uint64_t guid) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x",
+                static_cast<unsigned>(guid >> 56) & 0xff, static_cast<unsigned>(guid >> 48) & 0xff,
+                static_cast<unsigned>(guid >> 40) & 0xff, static_cast<unsigned>(guid >> 32) & 0xff,
+                static_cast<unsigned>(guid >> 24) & 0xff, static_cast<unsigned>(guid >> 16) & 0xff,
+                static_cast<unsigned>(guid >> 8) & 0xff, static_cast<unsigned>(guid) & 0xff);
+  return text;
 }
 
 }  // namespace rdmanet::netns

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cni/error.h"
@@ -26,6 +27,8 @@ struct VfConfig {
   std::optional<VfLinkState> link_state;
   std::optional<uint32_t> min_tx_rate;  // Mbps; both rates go together
   std::optional<uint32_t> max_tx_rate;
+  std::optional<uint64_t> node_guid;  // InfiniBand VFs; the GUID's first byte is the high one
+  std::optional<uint64_t> port_guid;
 
   bool empty() const;
 };
@@ -41,6 +44,10 @@ struct VfState {
   VfLinkState link_state = VfLinkState::kAuto;
   uint32_t min_tx_rate = 0;
   uint32_t max_tx_rate = 0;
+  // Only when the PF reports them (newer kernels, IPoIB PFs) and they were ever assigned: a
+  // VF without a GUID reads as 0, which cannot be set back.
+  std::optional<uint64_t> node_guid;
+  std::optional<uint64_t> port_guid;
 
   VfConfig as_config() const;
 };
@@ -55,7 +62,19 @@ Status set_vf(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg);
 // The IFLA_VFINFO_LIST attribute set_vf sends, as bytes: attributes in the
 // order mac, vlan, spoofchk, trust, link state, rate (iproute2's order for
 // `ip link set ... vf N mac .. vlan .. qos .. proto .. spoofchk .. trust ..
-// state .. min_tx_rate .. max_tx_rate ..`).
+// state .. min_tx_rate .. max_tx_rate ..`). Each GUID follows in an
+// IFLA_VF_INFO of its own, as `ip link set ... vf N node_guid G` sends it: the
+// kernel applies only the first GUID of an IFLA_VF_INFO and ignores the rest.
 std::vector<uint8_t> encode_vf_config(int vf, const VfConfig& cfg);
+
+// A GUID as users write it: 8 colon-separated hex bytes (00:11:22:33:44:55:66:77, as `ip link`
+// prints it and ib-sriov-cni takes it), 4 colon-separated groups of 4 hex digits
+// (0011:2233:4455:6677, as sysfs and ibv_devinfo print it), or 16 hex digits with or without
+// 0x (0x0011223344556677, as ibstat and OpenSM's partitions.conf write it). The all-zero and
+// all-ones GUIDs are refused (drivers read them as "no GUID"). kInvalidConfig names field.
+Expected<uint64_t> parse_guid(const std::string& text, const std::string& field);
+
+// 00:11:22:33:44:55:66:77.
+std::string format_guid(uint64_t guid);
 
 }  // namespace rdmanet::netns

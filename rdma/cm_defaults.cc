@@ -58,9 +58,8 @@ Expected<fs::path> port_dir(const std::string& root, const std::string& device, 
   }
   fs::path dir = dev / "ports" / std::to_string(port);
   if (!fs::is_directory(dir, ec)) {
-    return Error(ErrorKind::kDeviceNotFound,
-                 "RDMA-CM defaults: " + device + " has no port " + std::to_string(port) + " (" +
-                     dir.string() + ")");
+    return Error(ErrorKind::kDeviceNotFound, "RDMA-CM defaults: " + device + " has no port " +
+                                                 std::to_string(port) + " (" + dir.string() + ")");
   }
   return dir;
 }
@@ -114,8 +113,8 @@ Expected<CmDefaults> read_cm_defaults(const std::string& configfs_root, const st
   try {
     out.tos = std::stoi(tos);
   } catch (const std::exception&) {
-    return Error(ErrorKind::kKernel, "read " + (*dir / "default_roce_tos").string() +
-                                         ": unexpected \"" + tos + "\"");
+    return Error(ErrorKind::kKernel,
+                 "read " + (*dir / "default_roce_tos").string() + ": unexpected \"" + tos + "\"");
   }
   auto parsed = parse_roce_mode(mode, (*dir / "default_roce_mode").string());
   if (!parsed) {

@@ -77,13 +77,13 @@ Expected<std::vector<Gid>> read_gids(const std::string& sysfs_root, const std::s
   if (!safe_name(device)) {
     return Error(ErrorKind::kInvalidConfig, "invalid RDMA device name \"" + device + "\"");
   }
-  fs::path dir = fs::path(sysfs_root) / "class/infiniband" / device / "ports" /
-                 std::to_string(port);
+  fs::path dir =
+      fs::path(sysfs_root) / "class/infiniband" / device / "ports" / std::to_string(port);
   std::error_code ec;
   if (!fs::is_directory(dir / "gids", ec)) {
-    return Error(ErrorKind::kDeviceNotFound,
-                 "RDMA device " + device + " port " + std::to_string(port) + ": no " +
-                     (dir / "gids").string() + " in this netns");
+    return Error(ErrorKind::kDeviceNotFound, "RDMA device " + device + " port " +
+                                                 std::to_string(port) + ": no " +
+                                                 (dir / "gids").string() + " in this netns");
   }
   std::vector<Gid> out;
   for (fs::directory_iterator it(dir / "gids", ec); !ec && it != fs::directory_iterator();
@@ -235,9 +235,9 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
     return report;
   }
   if (!report->complete()) {
-    return Error(ErrorKind::kGidTimeout,
-                 "no RoCE v2 GID within " + std::to_string(timeout.count()) + " ms: " +
-                     report->summary());
+    return Error(
+        ErrorKind::kGidTimeout,
+        "no RoCE v2 GID within " + std::to_string(timeout.count()) + " ms: " + report->summary());
   }
   return report;
 }

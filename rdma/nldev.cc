@@ -22,7 +22,7 @@ NlRequest nldev_request(int cmd, int flags = 0) {
 
 NlRequest& put_u8(NlRequest& req, int attr, uint8_t value) { return req.put(attr, &value, 1); }
 
-using Attrs = nlattr* [RDMA_NLDEV_ATTR_MAX + 1];
+using Attrs = nlattr * [RDMA_NLDEV_ATTR_MAX + 1];
 
 bool parse(const nlmsghdr* hdr, Attrs& tb) {
   return nlmsg_parse(const_cast<nlmsghdr*>(hdr), 0, tb, RDMA_NLDEV_ATTR_MAX, nullptr) == 0;
@@ -73,15 +73,14 @@ Expected<Nldev> Nldev::open() {
 
 Expected<NetnsMode> Nldev::netns_mode() {
   std::optional<NetnsMode> mode;
-  auto s = sock_.query(nldev_request(RDMA_NLDEV_CMD_SYS_GET), "read RDMA netns mode",
-                       [&](const nlmsghdr* hdr) {
-                         Attrs tb{};
-                         if (parse(hdr, tb) && tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] != nullptr) {
-                           mode = nla_get_u8(tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE]) != 0
-                                      ? NetnsMode::kShared
-                                      : NetnsMode::kExclusive;
-                         }
-                       });
+  auto s = sock_.query(
+      nldev_request(RDMA_NLDEV_CMD_SYS_GET), "read RDMA netns mode", [&](const nlmsghdr* hdr) {
+        Attrs tb{};
+        if (parse(hdr, tb) && tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] != nullptr) {
+          mode = nla_get_u8(tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE]) != 0 ? NetnsMode::kShared
+                                                                     : NetnsMode::kExclusive;
+        }
+      });
   if (!s) {
     return std::move(s).error();
   }
@@ -161,22 +160,21 @@ Expected<std::vector<Port>> Nldev::ports(const Device& dev) {
   for (uint32_t p = 1; p <= dev.ports; ++p) {
     auto req = nldev_request(RDMA_NLDEV_CMD_PORT_GET);
     req.put_u32(RDMA_NLDEV_ATTR_DEV_INDEX, dev.index).put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, p);
-    auto s = sock_.query(req, "port " + std::to_string(p) + " of RDMA device " + dev.name,
-                         [&](const nlmsghdr* hdr) {
-                           Attrs tb{};
-                           if (!parse(hdr, tb)) {
-                             return;
-                           }
-                           Port port;
-                           port.index = get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]);
-                           port.netdev_index =
-                               static_cast<int>(get_u32(tb[RDMA_NLDEV_ATTR_NDEV_INDEX]));
-                           port.netdev = get_string(tb[RDMA_NLDEV_ATTR_NDEV_NAME]);
-                           if (tb[RDMA_NLDEV_ATTR_PORT_STATE] != nullptr) {
-                             port.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
-                           }
-                           out.push_back(port);
-                         });
+    auto s = sock_.query(
+        req, "port " + std::to_string(p) + " of RDMA device " + dev.name, [&](const nlmsghdr* hdr) {
+          Attrs tb{};
+          if (!parse(hdr, tb)) {
+            return;
+          }
+          Port port;
+          port.index = get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]);
+          port.netdev_index = static_cast<int>(get_u32(tb[RDMA_NLDEV_ATTR_NDEV_INDEX]));
+          port.netdev = get_string(tb[RDMA_NLDEV_ATTR_NDEV_NAME]);
+          if (tb[RDMA_NLDEV_ATTR_PORT_STATE] != nullptr) {
+            port.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
+          }
+          out.push_back(port);
+        });
     if (!s) {
       return std::move(s).error();
     }

@@ -10,6 +10,7 @@
 #include "cni/plugin/attach.h"
 #include "cni/plugin/conf.h"
 #include "cni/plugin/device.h"
+#include "cni/plugin/rdma_attach.h"
 #include "cni/plugin/state.h"
 #include "cni/plugin/teardown.h"
 #include "netns/address.h"
@@ -39,6 +40,24 @@ int ipam_timeout_of(const cni::NetConf& net) {
   int seconds = PluginConf{}.ipam_timeout_seconds;
   (void)cni::Fields(net.raw, "", ErrorKind::kInvalidConfig).integer("ipamTimeout", &seconds);
   return std::clamp(seconds, 1, 600);
+}
+
+// The addresses ADD put on the pod interface (the last interface of the result).
+std::vector<netns::IpAddress> pod_addresses(const cni::Result& result, const std::string& ifname) {
+  std::vector<netns::IpAddress> out;
+  int mine = static_cast<int>(result.interfaces.size()) - 1;
+  if (mine < 0 || result.interfaces[mine].name != ifname) {
+    return out;
+  }
+  for (const auto& ip : result.ips) {
+    if (ip.interface != mine) {
+      continue;
+    }
+    if (auto prefix = netns::IpPrefix::parse(ip.address); prefix) {
+      out.push_back(prefix->addr);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -111,6 +130,13 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   state.device.alias = dev->link.alias;
   state.device.altnames = dev->link.altnames;
   state.device.pci = dev->pci;
+  auto plan = plan_rdma(*conf, *dev);
+  if (!plan) {
+    return std::move(plan).error();
+  }
+  if (auto s = node_qos(*conf, *dev, *host_rtnl); !s) {
+    return std::move(s).error();
+  }
 
   // The state is on disk before the node changes, so a crash at any later
   // point leaves DEL everything it needs.
@@ -124,31 +150,42 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
     }
   }
 
-  if (auto s = configure_vf(store, *conf, *dev, *host_rtnl, &state); !s) {
-    Error error = std::move(s).error();
-    if (auto undo = teardown(store, state, call.env, conf->ipam_timeout_seconds); !undo) {
-      error.context("rollback incomplete (" + undo.error().msg() + ")");
-    }
-    return error;
-  }
-  auto result = attach(*conf, call, *pod, *dev, *host_rtnl);
-  if (!result) {
-    Error error = std::move(result).error();
+  // Every failure from here on is rolled back by the one inverse DEL also uses.
+  auto rolled_back = [&](Error error) {
     spdlog::error("ADD failed, rolling back: {}", error.msg());
     if (auto s = teardown(store, state, call.env, conf->ipam_timeout_seconds); !s) {
       spdlog::error("rollback incomplete: {}", s.error().msg());
       error.context("rollback incomplete (" + s.error().msg() + ")");
     }
     return error;
+  };
+  if (auto s = configure_vf(store, *conf, *dev, *host_rtnl, &state); !s) {
+    return rolled_back(std::move(s).error());
   }
+  if (auto s = rdma_before_netdev(store, *plan, *pod, &state); !s) {
+    return rolled_back(std::move(s).error());
+  }
+  auto result = attach(*conf, call, *pod, *dev, *host_rtnl);
+  if (!result) {
+    return rolled_back(std::move(result).error());
+  }
+  auto gids = rdma_after_netdev(store, *conf, *plan, call.env.ifname, *pod,
+                                pod_addresses(*result, call.env.ifname), &state);
+  if (!gids) {
+    return rolled_back(std::move(gids).error());
+  }
+  report_device_info(store, *conf, *dev, &state);
   state.phase = "added";
   state.result = cni::encode_result(*result, "1.1.0");
   if (auto s = store.save(state); !s) {
     (void)teardown(store, state, call.env, conf->ipam_timeout_seconds);
     return std::move(s).error();
   }
-  spdlog::info("attached {} ({}) to {} as {} in {} mode", state.device.name, conf->device.str(),
-               call.env.netns, call.env.ifname, state.mode);
+  spdlog::info("attached {} ({}) to {} as {} in {} mode{}", state.device.name, conf->device.str(),
+               call.env.netns, call.env.ifname, state.mode,
+               state.rdma ? ", RDMA device " + state.rdma->device +
+                                (state.rdma->moved ? " moved into the pod" : " shared")
+                          : "");
   return result;
 }
 

@@ -161,7 +161,144 @@ Expected<DeviceSelector> select_device(const cni::NetConf& net, const Fields& f)
                "auxDeviceID, device or hwaddr");
 }
 
+// roce.dcb: {"policy": "verify"|"apply", "pfc": [3], "dscpPriority": {"26": 3}}.
+// "pfc" lists the priorities with PFC on; the others are off.
+Status parse_dcb(const nlohmann::json& doc, PluginConf* conf) {
+  Fields d(doc, "roce.dcb", ErrorKind::kInvalidConfig);
+  std::string policy = "verify";
+  if (auto s = d.string("policy", &policy); !s) {
+    return s;
+  }
+  if (policy != "verify" && policy != "apply") {
+    return d.error("policy", "\"" + policy + "\" is not one of verify, apply");
+  }
+  conf->dcb_apply = policy == "apply";
+  if (d.has("pfc")) {
+    const auto& list = doc["pfc"];
+    if (!list.is_array()) {
+      return d.error("pfc",
+                     std::string("must be a list of priorities, got ") + cni::json_type_name(list));
+    }
+    uint8_t mask = 0;
+    for (const auto& p : list) {
+      if (!p.is_number_integer() || p.get<int>() < 0 || p.get<int>() > 7) {
+        return d.error("pfc", "priorities are 0..7, got " + p.dump());
+      }
+      mask = static_cast<uint8_t>(mask | (1U << p.get<int>()));
+    }
+    conf->dcb.pfc_enable = mask;
+  }
+  nlohmann::json map;
+  if (auto s = d.object("dscpPriority", &map); !s) {
+    return s;
+  }
+  for (const auto& [key, value] : map.items()) {
+    int dscp = -1;
+    if (!key.empty() && key.size() <= 2 && key.find_first_not_of("0123456789") == key.npos) {
+      dscp = std::stoi(key);
+    }
+    if (dscp < 0 || dscp > 63 || !value.is_number_integer() || value.get<int>() < 0 ||
+        value.get<int>() > 7) {
+      return d.error("dscpPriority",
+                     "wants DSCP 0..63 -> priority 0..7, got \"" + key + "\": " + value.dump());
+    }
+    conf->dcb.dscp_prio[static_cast<uint8_t>(dscp)] = static_cast<uint8_t>(value.get<int>());
+  }
+  return netns::check_dcb_config(conf->dcb);
+}
+
+Status parse_rdma(const Fields& f, PluginConf* conf) {
+  std::string isolation = "auto";
+  if (auto s = f.string("rdmaIsolation", &isolation); !s) {
+    return s;
+  }
+  if (isolation == "auto") {
+    conf->rdma_isolation = RdmaIsolation::kAuto;
+  } else if (isolation == "required") {
+    conf->rdma_isolation = RdmaIsolation::kRequired;
+  } else if (isolation == "off") {
+    conf->rdma_isolation = RdmaIsolation::kOff;
+  } else {
+    return Error(ErrorKind::kInvalidConfig,
+                 "rdmaIsolation: \"" + isolation + "\" is not one of auto, required, off");
+  }
+  if (auto s = f.boolean("softRoce", &conf->soft_roce); !s) {
+    return s;
+  }
+  if (conf->rdma_isolation == RdmaIsolation::kRequired && conf->mode == Mode::kMacvlan &&
+      !conf->soft_roce) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "rdmaIsolation: \"required\" cannot hold in macvlan mode: the pods share the "
+                 "parent's RDMA device (use mode netdev with a VF, or softRoce)");
+  }
+  if (f.has("gidTimeout")) {
+    int seconds = 0;
+    if (auto s = f.integer("gidTimeout", &seconds); !s) {
+      return s;
+    }
+    if (seconds < 0 || seconds > 300) {
+      return Error(ErrorKind::kInvalidConfig,
+                   "gidTimeout: must be 0..300 seconds (0: report GIDs without waiting)");
+    }
+    conf->gid_timeout_ms = seconds * 1000;
+  }
+  if (auto s = f.string("configfsRoot", &conf->configfs_root); !s) {
+    return s;
+  }
+  nlohmann::json roce;
+  if (auto s = f.object("roce", &roce); !s) {
+    return s;
+  }
+  if (roce.is_object()) {
+    Fields r(roce, "roce", ErrorKind::kInvalidConfig);
+    if (r.has("tos")) {
+      int tos = 0;
+      if (auto s = r.integer("tos", &tos); !s) {
+        return s;
+      }
+      if (tos < 0 || tos > 255) {
+        return Error(ErrorKind::kInvalidConfig,
+                     "roce.tos: " + std::to_string(tos) + " is outside 0..255 (DSCP << 2 | ECN)");
+      }
+      conf->roce_cm.tos = tos;
+    }
+    std::string mode;
+    if (auto s = r.string("mode", &mode); !s) {
+      return s;
+    }
+    if (!mode.empty()) {
+      auto parsed = rdma::parse_roce_mode(mode, "roce.mode");
+      if (!parsed) {
+        return std::move(parsed).error();
+      }
+      conf->roce_cm.mode = *parsed;
+    }
+    nlohmann::json dcb;
+    if (auto s = r.object("dcb", &dcb); !s) {
+      return s;
+    }
+    if (dcb.is_object()) {
+      if (auto s = parse_dcb(dcb, conf); !s) {
+        return s;
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+const char* isolation_name(RdmaIsolation isolation) {
+  switch (isolation) {
+    case RdmaIsolation::kAuto:
+      return "auto";
+    case RdmaIsolation::kRequired:
+      return "required";
+    case RdmaIsolation::kOff:
+      return "off";
+  }
+  return "?";
+}
 
 Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args) {
   PluginConf conf;
@@ -248,12 +385,42 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
   if (auto s = parse_vf(f, &conf.vf, &conf.vf_field); !s) {
     return std::move(s).error();
   }
+  // InfiniBand VF GUID (node and port alike, as ib-sriov-cni sets them): the pod's
+  // runtimeConfig.infinibandGUID, else args.cni.guid.
+  std::string guid;
+  std::string guid_field;
+  if (!net.runtime.infiniband_guid.empty()) {
+    guid = net.runtime.infiniband_guid;
+    guid_field = "runtimeConfig.infinibandGUID";
+  } else if (net.args_cni.is_object() && net.args_cni.contains("guid")) {
+    guid_field = "args.cni.guid";
+    if (!net.args_cni["guid"].is_string()) {
+      return Error(ErrorKind::kInvalidConfig,
+                   "args.cni.guid must be a string, got " +
+                       std::string(cni::json_type_name(net.args_cni["guid"])));
+    }
+    guid = net.args_cni["guid"].get<std::string>();
+  }
+  if (!guid_field.empty()) {
+    auto parsed = netns::parse_guid(guid, guid_field);
+    if (!parsed) {
+      return std::move(parsed).error();
+    }
+    conf.vf.node_guid = *parsed;
+    conf.vf.port_guid = *parsed;
+    if (conf.vf_field.empty()) {
+      conf.vf_field = guid_field;
+    }
+  }
   if (!conf.vf.empty() && conf.mode != Mode::kNetdev) {
     return Error(ErrorKind::kInvalidConfig,
                  conf.vf_field + ": VF settings need mode netdev (the VF itself is attached)");
   }
 
   if (auto s = f.boolean("multiRailSysctls", &conf.multi_rail_sysctls); !s) {
+    return std::move(s).error();
+  }
+  if (auto s = parse_rdma(f, &conf); !s) {
     return std::move(s).error();
   }
   if (auto s = f.string("stateDir", &conf.state_dir); !s) {

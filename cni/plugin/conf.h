@@ -6,13 +6,22 @@
 
 #include "cni/config.h"
 #include "cni/env.h"
+#include "netns/dcb.h"
 #include "netns/hw_address.h"
 #include "netns/link.h"
 #include "netns/vf.h"
+#include "rdma/cm_defaults.h"
 
 namespace rdmanet::plugin {
 
 enum class Mode { kNetdev, kMacvlan };
+
+// rdmaIsolation: whether the pod's RDMA device moves into the pod netns.
+//   auto      move it when the node's RDMA subsystem is in exclusive netns mode, else share
+//   required  fail ADD unless it can be moved (exclusive mode, a movable device)
+//   off       never move it
+enum class RdmaIsolation { kAuto, kRequired, kOff };
+const char* isolation_name(RdmaIsolation isolation);
 
 // How the device was named in the config, in the documented precedence.
 struct DeviceSelector {
@@ -32,6 +41,13 @@ struct PluginConf {
   netns::VfConfig vf;                   // SR-IOV settings applied through the PF (sriov-cni's keys)
   std::string vf_field;                 // the first VF key set, for messages
   bool multi_rail_sysctls = true;
+  RdmaIsolation rdma_isolation = RdmaIsolation::kAuto;
+  bool soft_roce = false;      // create a soft-RoCE device on the pod interface
+  rdma::CmDefaults roce_cm;    // roce.tos / roce.mode: RDMA-CM defaults of the device
+  netns::DcbConfig dcb;        // roce.dcb: PFC and DSCP->priority on the PF (node level)
+  bool dcb_apply = false;      // roce.dcb.policy "apply"; "verify" (default) only checks
+  int gid_timeout_ms = 10000;  // gidTimeout (seconds in the config)
+  std::string configfs_root = "/sys/kernel/config";
   std::string state_dir = "/var/lib/cni/rdmanet";
   std::string sysfs_root = "/sys";
   int ipam_timeout_seconds = 60;

@@ -4,6 +4,8 @@
 // sysfs tree maps PCI and auxiliary device ids to the veth links, because
 // this machine has no PCI NICs to spare.
 #include <gtest/gtest.h>
+#include <linux/netlink.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -361,7 +363,47 @@ TEST_F(Rdmanet, BadInputLeavesTheNodeUnchanged) {
       {"IPAM garbage", pod, conf({{"device", port}, {"ipam", {{"type", "garbage-ipam"}}}}), 103,
        "garbage-ipam"},
       {"relative stateDir", pod, conf({{"device", port}, {"stateDir", "rel"}}), 7, "stateDir"},
+      {"bad rdmaIsolation", pod, conf({{"device", port}, {"rdmaIsolation", "strict"}}), 7,
+       "rdmaIsolation"},
+      {"required in macvlan mode", pod,
+       conf({{"device", port}, {"mode", "macvlan"}, {"rdmaIsolation", "required"}}), 7,
+       "rdmaIsolation"},
+      {"gidTimeout too long", pod, conf({{"device", port}, {"gidTimeout", 1000}}), 7, "gidTimeout"},
+      {"roce.tos too big", pod, conf({{"device", port}, {"roce", {{"tos", 300}}}}), 7, "roce.tos"},
+      {"bad roce.mode", pod, conf({{"device", port}, {"roce", {{"mode", "v3"}}}}), 7, "roce.mode"},
+      {"bad DCB policy", pod, conf({{"device", port}, {"roce", {{"dcb", {{"policy", "force"}}}}}}),
+       7, "roce.dcb.policy"},
+      {"bad PFC priority", pod, conf({{"device", port}, {"roce", {{"dcb", {{"pfc", {3, 9}}}}}}}), 7,
+       "roce.dcb.pfc"},
+      {"bad DSCP", pod,
+       conf({{"device", port}, {"roce", {{"dcb", {{"dscpPriority", {{"64", 3}}}}}}}}), 7,
+       "roce.dcb.dscpPriority"},
+      {"malformed GUID", pod,
+       conf({{"device", port}, {"runtimeConfig", {{"infinibandGUID", "zz:11"}}}}), 7,
+       "runtimeConfig.infinibandGUID"},
+      {"all-zero GUID", pod,
+       conf({{"device", port}, {"args", {{"cni", {{"guid", "00:00:00:00:00:00:00:00"}}}}}}), 7,
+       "args.cni.guid"},
+      {"GUID for a non-VF", pod,
+       conf({{"device", port}, {"runtimeConfig", {{"infinibandGUID", "02:00:00:00:00:00:00:01"}}}}),
+       7, "not an SR-IOV VF"},
+      // The PF's driver (veth here) has no DCB: verify cannot read it, apply cannot set it.
+      {"DCB verify without DCB", pod, conf({{"device", port}, {"roce", {{"dcb", {{"pfc", {3}}}}}}}),
+       102, "no DCB support"},
+      {"DCB apply without DCB", pod,
+       conf({{"device", port},
+             {"roce", {{"dcb", {{"policy", "apply"}, {"dscpPriority", {{"26", 3}}}}}}}}),
+       102, "no DCB support"},
+      // This host kernel has no RDMA subsystem (checked below); the QEMU lab covers kernels
+      // that have one.
+      {"isolation required without RDMA", pod,
+       conf({{"device", port}, {"rdmaIsolation", "required"}}), 105, "no RDMA subsystem"},
+      {"softRoce without RDMA", pod, conf({{"device", port}, {"softRoce", true}}), 102, "softRoce"},
   };
+  int rdma_socket = socket(AF_NETLINK, SOCK_RAW, NETLINK_RDMA);
+  int rdma_errno = errno;
+  ASSERT_LT(rdma_socket, 0) << "this kernel has RDMA netlink: the last two cases assume none";
+  ASSERT_EQ(rdma_errno, EPROTONOSUPPORT);
   std::string before = sh("ip -br link show dev " + port);
   for (const auto& c : cases) {
     auto add = cni("ADD", "bad", c.netns, c.config);

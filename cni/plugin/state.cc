@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cni/atomic_file.h"
 #include "cni/json_fields.h"
 
 namespace rdmanet::plugin {
@@ -19,74 +19,10 @@ using nlohmann::json;
 
 namespace {
 
-Status ensure_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) == 0) {
-    return ok_status();
-  }
-  if (errno != EEXIST) {
-    return Error(ErrorKind::kIo, "create state directory " + path + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Error(ErrorKind::kIo, "state path " + path + " is not a directory");
-  }
-  return ok_status();
-}
-
 Status ensure_dirs(const std::string& root, const std::string& sub) {
-  // Create the root and its parents (e.g. /var/lib/cni) as needed.
-  std::string path;
-  std::stringstream ss(root);
-  std::string part;
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) {
-      continue;
-    }
-    path += "/" + part;
-    if (auto s = ensure_dir(path); !s) {
-      return s;
-    }
-  }
-  if (!sub.empty()) {
-    return ensure_dir(root + "/" + sub);
-  }
-  return ok_status();
-}
-
-Status write_atomically(const std::string& dir, const std::string& name, const std::string& data) {
-  std::string path = dir + "/" + name;
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return Error(ErrorKind::kIo, "write " + tmp + ": " + std::strerror(errno));
-  }
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error(ErrorKind::kIo, "write " + tmp + ": " + std::strerror(err));
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Error(ErrorKind::kIo, "sync " + tmp + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Error(ErrorKind::kIo, "rename " + tmp + ": " + std::strerror(err));
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  // The root and its parents (e.g. /var/lib/cni) are created as needed.
+  if (auto s = make_directories(sub.empty() ? root : root + "/" + sub, 0700); !s) {
+    return std::move(s).error().context("state directory");
   }
   return ok_status();
 }
@@ -125,20 +61,72 @@ namespace {
 
 json vf_to_json(const VfRecord& vf) {
   const netns::VfState& o = vf.original;
-  return {{"pfPci", vf.pf_pci},
-          {"pfName", vf.pf_name},
-          {"sysfsRoot", vf.sysfs_root},
-          {"index", vf.index},
-          {"original",
-           {{"mac", o.mac.str()},
-            {"vlan", o.vlan},
-            {"qos", o.qos},
-            {"vlanProto", o.vlan_proto},
-            {"spoofchk", o.spoofchk},
-            {"trust", o.trust},
-            {"linkState", static_cast<uint32_t>(o.link_state)},
-            {"minTxRate", o.min_tx_rate},
-            {"maxTxRate", o.max_tx_rate}}}};
+  json doc = {{"pfPci", vf.pf_pci},
+              {"pfName", vf.pf_name},
+              {"sysfsRoot", vf.sysfs_root},
+              {"index", vf.index},
+              {"original",
+               {{"mac", o.mac.str()},
+                {"vlan", o.vlan},
+                {"qos", o.qos},
+                {"vlanProto", o.vlan_proto},
+                {"spoofchk", o.spoofchk},
+                {"trust", o.trust},
+                {"linkState", static_cast<uint32_t>(o.link_state)},
+                {"minTxRate", o.min_tx_rate},
+                {"maxTxRate", o.max_tx_rate}}}};
+  // GUIDs only when the PF reported them: DEL restores only what it knows.
+  if (o.node_guid) {
+    doc["original"]["nodeGuid"] = netns::format_guid(*o.node_guid);
+  }
+  if (o.port_guid) {
+    doc["original"]["portGuid"] = netns::format_guid(*o.port_guid);
+  }
+  return doc;
+}
+
+json rdma_to_json(const RdmaRecord& r) {
+  return {{"device", r.device},
+          {"index", r.index},
+          {"port", r.port},
+          {"created", r.created},
+          {"moved", r.moved},
+          {"nodeMode", r.node_mode},
+          {"deviceInfoFile", r.device_info_file},
+          {"gids", r.gids}};
+}
+
+Expected<RdmaRecord> rdma_from_json(const json& doc, const std::string& where) {
+  RdmaRecord r;
+  cni::Fields f(doc, where, ErrorKind::kState);
+  int port = 1;
+  Status st = f.string("device", &r.device);
+  if (st) {
+    st = f.integer("index", &r.index);
+  }
+  if (st) {
+    st = f.integer("port", &port);
+  }
+  if (st) {
+    st = f.boolean("created", &r.created);
+  }
+  if (st) {
+    st = f.boolean("moved", &r.moved);
+  }
+  if (st) {
+    st = f.string("nodeMode", &r.node_mode);
+  }
+  if (st) {
+    st = f.string("deviceInfoFile", &r.device_info_file);
+  }
+  if (!st) {
+    return std::move(st).error();
+  }
+  r.port = static_cast<uint32_t>(port);
+  if (doc.contains("gids")) {
+    r.gids = doc["gids"];
+  }
+  return r;
 }
 
 Expected<VfRecord> vf_from_json(const json& doc, const std::string& where) {
@@ -193,6 +181,20 @@ Expected<VfRecord> vf_from_json(const json& doc, const std::string& where) {
   vf.original.vlan_proto = static_cast<uint16_t>(proto);
   vf.original.link_state = static_cast<netns::VfLinkState>(state);
   vf.original.min_tx_rate = static_cast<uint32_t>(min_rate);
+  for (auto [key, out] : {std::pair{"nodeGuid", &vf.original.node_guid},
+                          std::pair{"portGuid", &vf.original.port_guid}}) {
+    std::string text;
+    if (auto g = o.string(key, &text); !g) {
+      return std::move(g).error();
+    }
+    if (!text.empty()) {
+      auto guid = netns::parse_guid(text, where + ".original." + key);
+      if (!guid) {
+        return Error(ErrorKind::kState, guid.error().msg());
+      }
+      *out = *guid;
+    }
+  }
   vf.original.max_tx_rate = static_cast<uint32_t>(max_rate);
   return vf;
 }
@@ -202,6 +204,7 @@ Expected<VfRecord> vf_from_json(const json& doc, const std::string& where) {
 json AttachmentState::to_json() const {
   return {{"version", 1},
           {"vf", vf ? vf_to_json(*vf) : json()},
+          {"rdma", rdma ? rdma_to_json(*rdma) : json()},
           {"network", network},
           {"containerID", container_id},
           {"ifname", ifname},
@@ -264,6 +267,13 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
       return std::move(vf).error();
     }
     s.vf = std::move(*vf);
+  }
+  if (doc.contains("rdma") && doc["rdma"].is_object()) {
+    auto rdma = rdma_from_json(doc["rdma"], where + ".rdma");
+    if (!rdma) {
+      return std::move(rdma).error();
+    }
+    s.rdma = std::move(*rdma);
   }
   if (doc.contains("result")) {
     s.result = doc["result"];
@@ -333,9 +343,8 @@ Status StateStore::save(const AttachmentState& state) {
   if (auto s = ensure_dirs(root_, state.network); !s) {
     return s;
   }
-  std::string path = attachment_path(state.network, state.container_id, state.ifname);
-  std::string dir = root_ + "/" + state.network;
-  return write_atomically(dir, path.substr(dir.size() + 1), state.to_json().dump(2));
+  return write_file_atomically(attachment_path(state.network, state.container_id, state.ifname),
+                               state.to_json().dump(2), 0600);
 }
 
 Status StateStore::remove(const AttachmentState& state) {
@@ -391,7 +400,7 @@ Status StateStore::set_holder(const std::string& key, const AttachmentState& sta
   }
   json doc = {
       {"network", state.network}, {"containerID", state.container_id}, {"ifname", state.ifname}};
-  return write_atomically(root_ + "/holds", key, doc.dump());
+  return write_file_atomically(root_ + "/holds/" + key, doc.dump(), 0600);
 }
 
 Status StateStore::clear_holder(const std::string& key, const AttachmentState& state) {

@@ -40,6 +40,19 @@ struct VfRecord {
   netns::VfState original;
 };
 
+// The pod's RDMA device: which one, and what ADD did to it. Each flag is saved before the
+// change it records, so DEL undoes whatever a crashed ADD got to.
+struct RdmaRecord {
+  std::string device;            // its name when ADD found or created it
+  int index = -1;                // the kernel's RDMA device index, -1 until known
+  uint32_t port = 1;             // the port whose netdev is the pod interface
+  bool created = false;          // a soft-RoCE device rdmanet created; DEL deletes it
+  bool moved = false;            // moved into the pod netns; DEL moves it back
+  std::string node_mode;         // the node's RDMA netns mode at ADD ("shared", "exclusive")
+  std::string device_info_file;  // the CNIDeviceInfoFile ADD wrote
+  nlohmann::json gids;           // rdma::GidReport::to_json() once known
+};
+
 struct AttachmentState {
   std::string network;
   std::string container_id;
@@ -49,6 +62,7 @@ struct AttachmentState {
   std::string phase;  // "adding" until ADD finished, then "added"
   DeviceRecord device;
   std::optional<VfRecord> vf;
+  std::optional<RdmaRecord> rdma;
   std::string config;     // the ADD's stdin, for IPAM DEL after config changes
   nlohmann::json result;  // the ADD result (1.1.0 encoding), once known
 

@@ -35,7 +35,17 @@ class State : public testing::Test {
     original.trust = true;
     original.link_state = netns::VfLinkState::kDisable;
     original.max_tx_rate = 100;
+    original.node_guid = 0x0011223344556677ULL;
     s.vf = VfRecord{"0000:3b:00.0", "ens1f0", "/sys", 3, original};
+    RdmaRecord rdma;
+    rdma.device = "rxe_net1_1a2b3c4d";
+    rdma.index = 4;
+    rdma.created = true;
+    rdma.moved = true;
+    rdma.node_mode = "exclusive";
+    rdma.device_info_file = "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json";
+    rdma.gids = {{"device", "rxe_net1_1a2b3c4d"}};
+    s.rdma = rdma;
     s.config = R"({"cniVersion":"1.0.0"})";
     return s;
   }
@@ -68,6 +78,16 @@ TEST_F(State, RoundTripsEverythingDelNeeds) {
   EXPECT_EQ(s.vf->original.link_state, netns::VfLinkState::kDisable);
   EXPECT_EQ(s.vf->original.max_tx_rate, 100u);
   EXPECT_EQ(s.vf->original.mac.str(), "02:00:00:00:00:01");
+  EXPECT_EQ(s.vf->original.node_guid, 0x0011223344556677ULL);
+  EXPECT_FALSE(s.vf->original.port_guid.has_value()) << "not reported, so not restored";
+  ASSERT_TRUE(s.rdma.has_value());
+  EXPECT_EQ(s.rdma->device, "rxe_net1_1a2b3c4d");
+  EXPECT_EQ(s.rdma->index, 4);
+  EXPECT_TRUE(s.rdma->created);
+  EXPECT_TRUE(s.rdma->moved);
+  EXPECT_EQ(s.rdma->node_mode, "exclusive");
+  EXPECT_EQ(s.rdma->device_info_file, "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json");
+  EXPECT_EQ(s.rdma->gids["device"], "rxe_net1_1a2b3c4d");
   EXPECT_FALSE(store.load("rail0", "abc", "net2")->has_value());
 }
 

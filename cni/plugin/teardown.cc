@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cni/plugin/attach.h"
+#include "cni/plugin/rdma_attach.h"
 #include "netns/link.h"
 #include "netns/netns.h"
 #include "netns/sysfs.h"
@@ -255,8 +256,12 @@ Status teardown(StateStore& store, const AttachmentState& state, const cni::Envi
                    opened.error().msg());
     }
   }
-  Status device =
-      state.mode == "macvlan" ? remove_macvlan(state, pod) : return_device(state, pod, *host);
+  // The RDMA device first: it leaves the pod before the netdev it belongs to.
+  Status device = rdma_teardown(store, state, pod, *host);
+  if (device) {
+    device =
+        state.mode == "macvlan" ? remove_macvlan(state, pod) : return_device(state, pod, *host);
+  }
   if (device && state.vf) {
     device = restore_vf(store, *state.vf);
   }

@@ -1,0 +1,112 @@
+#include "cni/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cni/fd.h"
+
+namespace rdmanet {
+
+namespace {
+
+Error io_error(const std::string& what, int err) {
+  return Error(ErrorKind::kIo, what + ": " + std::strerror(err));
+}
+
+Status make_directory(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) == 0) {
+    // mkdir's mode is filtered by the umask; the caller asked for exactly this one.
+    if (::chmod(path.c_str(), mode) != 0) {
+      return io_error("chmod " + path, errno);
+    }
+    return ok_status();
+  }
+  if (errno != EEXIST) {
+    return io_error("create directory " + path, errno);
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kIo, path + " exists and is not a directory");
+  }
+  return ok_status();
+}
+
+std::string parent_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+Status make_directories(const std::string& path, mode_t mode) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    if (path[slash - 1] == '/') {
+      continue;  // "//" names no new directory
+    }
+    if (auto s = make_directory(path.substr(0, slash), mode); !s) {
+      return s;
+    }
+  }
+  if (path.empty() || path.back() == '/') {
+    return ok_status();
+  }
+  return make_directory(path, mode);
+}
+
+Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  // A leftover from a crash may be read-only to us; O_EXCL also refuses a symlink.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return io_error("remove stale " + tmp, errno);
+  }
+  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) {
+    return io_error("create " + tmp, errno);
+  }
+  auto fail = [&](const std::string& what, int err) {
+    fd.reset();
+    ::unlink(tmp.c_str());
+    return io_error(what + " " + tmp, err);
+  };
+  if (::fchmod(fd.get(), mode) != 0) {
+    return fail("chmod", errno);
+  }
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return fail("write", errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) {
+    return fail("sync", errno);
+  }
+  if (::close(fd.release()) != 0) {
+    return fail("close", errno);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return io_error("rename " + tmp + " to " + path, err);
+  }
+  // The new content is visible already; this only makes the rename durable.
+  Fd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) {
+    ::fsync(dir.get());
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet

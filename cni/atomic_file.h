@@ -1,0 +1,25 @@
+// Files that readers see whole or not at all, also across a crash: the state
+// store and the device-info file are both replaced this way.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "cni/error.h"
+
+namespace rdmanet {
+
+// Creates `path` and its missing parents with `mode`; directories that exist
+// are left as they are. A component that exists but is not a directory is an
+// I/O error naming it.
+Status make_directories(const std::string& path, mode_t mode);
+
+// Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly
+// `mode`, fsyncs it, renames it over `path` and fsyncs the directory (best
+// effort). The directory must exist. On failure the old file, if any, is left
+// as it was and the temporary file is removed. Not for concurrent writers of
+// one path: they share the temporary name.
+Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode);
+
+}  // namespace rdmanet

@@ -1,0 +1,85 @@
+#include "cni/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cni/temp_dir.h"
+
+namespace rdmanet {
+namespace {
+
+namespace fs = std::filesystem;
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+std::string content_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class AtomicFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty()) << "cannot create a temporary directory";
+  }
+  testutil::TempDir tmp_{"rdmanet-atomic"};
+};
+
+TEST_F(AtomicFile, ReplacesWithExactlyTheModeWhateverTheUmask) {
+  std::string path = tmp_.path() + "/f";
+  std::ofstream(path) << "old";
+  mode_t umask_before = ::umask(0077);
+  Status s = write_file_atomically(path, "new", 0644);
+  ::umask(umask_before);
+  ASSERT_TRUE(s.ok()) << s.error().msg();
+  EXPECT_EQ(content_of(path), "new");
+  EXPECT_EQ(mode_of(path), 0644u);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST_F(AtomicFile, ReplacesAStaleReadOnlyTemporaryFile) {
+  std::string path = tmp_.path() + "/f";
+  std::ofstream(path + ".tmp") << "left by a crash";
+  ::chmod((path + ".tmp").c_str(), 0444);
+  ASSERT_TRUE(write_file_atomically(path, "new", 0600).ok());
+  EXPECT_EQ(content_of(path), "new");
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST_F(AtomicFile, FailedRenameLeavesNoTemporaryFile) {
+  std::string path = tmp_.path() + "/d";
+  fs::create_directories(path + "/inside");
+  Status s = write_file_atomically(path, "x", 0600);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(s.error().msg().find(path), std::string::npos) << s.error().msg();
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(fs::is_directory(path + "/inside"));
+}
+
+TEST_F(AtomicFile, MakeDirectoriesCreatesOnlyWhatIsMissing) {
+  ::chmod(tmp_.path().c_str(), 0755);
+  ASSERT_TRUE(make_directories(tmp_.path() + "/a//b/c", 0700).ok());
+  EXPECT_EQ(mode_of(tmp_.path()), 0755u);
+  EXPECT_EQ(mode_of(tmp_.path() + "/a"), 0700u);
+  EXPECT_EQ(mode_of(tmp_.path() + "/a/b/c"), 0700u);
+  EXPECT_TRUE(make_directories(tmp_.path() + "/a/b/c", 0700).ok()) << "not idempotent";
+
+  std::ofstream(tmp_.path() + "/file") << "x";
+  Status s = make_directories(tmp_.path() + "/file/sub", 0700);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().msg().find(tmp_.path() + "/file"), std::string::npos) << s.error().msg();
+}
+
+}  // namespace
+}  // namespace rdmanet

@@ -1,0 +1,191 @@
+#include "cni/device_info.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cni/atomic_file.h"
+#include "cni/fd.h"
+
+namespace rdmanet::cni {
+
+using nlohmann::json;
+
+namespace {
+
+const std::string kField = "runtimeConfig.CNIDeviceInfoFile";
+const std::string kVersion = "1.1.0";
+using Version = std::array<int, 3>;
+constexpr Version kVersionParts = {1, 1, 0};
+
+Status check_path(const std::string& path) {
+  if (path.empty() || path.front() != '/') {
+    return Error(ErrorKind::kInvalidConfig,
+                 kField + " must be an absolute path, not \"" + path + "\"");
+  }
+  if (path.back() == '/') {
+    return Error(ErrorKind::kInvalidConfig, kField + " names a directory, not a file: " + path);
+  }
+  return ok_status();
+}
+
+std::string parent_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// "MAJOR.MINOR.PATCH" with decimal numbers; nullopt for anything else.
+std::optional<Version> parse_version(const std::string& text) {
+  Version v{};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) {
+      if (p == end || *p != '.') {
+        return std::nullopt;
+      }
+      ++p;
+    }
+    auto [next, ec] = std::from_chars(p, end, v[i]);
+    if (ec != std::errc() || next == p) {
+      return std::nullopt;
+    }
+    p = next;
+  }
+  if (p != end) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// The file's content; nullopt when there is no file.
+Expected<std::optional<std::string>> read_existing(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
+    if (errno == ENOENT) {
+      return std::optional<std::string>();
+    }
+    return Error(ErrorKind::kIo, "read device-info file " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::kIo, "device-info file " + path + " is not a regular file");
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return Error(ErrorKind::kIo, "read device-info file " + path + ": " + std::strerror(errno));
+    }
+    if (n == 0) {
+      return std::optional<std::string>(std::move(text));
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Why an existing document cannot take our keys; empty when it can.
+std::string unusable(const json& doc) {
+  if (doc.is_discarded()) {
+    return "not JSON";
+  }
+  if (!doc.is_object()) {
+    return "not a JSON object";
+  }
+  if (doc.contains("type") && doc.at("type") != "pci") {
+    return "type " + doc.at("type").dump() + ", not \"pci\"";
+  }
+  if (doc.contains("pci") && !doc.at("pci").is_object()) {
+    return "\"pci\" is not an object";
+  }
+  if (doc.contains("version")) {
+    const json& v = doc.at("version");
+    auto version = v.is_string() ? parse_version(v.get<std::string>()) : std::nullopt;
+    if (!version || (*version)[0] != kVersionParts[0]) {
+      return "version " + v.dump() + ", not 1.x.y";
+    }
+  }
+  return {};
+}
+
+// Sets our keys in `doc`, a document that unusable() accepted.
+void merge(json& doc, const DeviceInfo& info, const std::string& path) {
+  doc["type"] = "pci";
+  // The keys we write need 1.1.0; a newer 1.x describes a superset, so it stays.
+  auto version =
+      doc.contains("version") ? parse_version(doc["version"].get<std::string>()) : std::nullopt;
+  if (!version || *version < kVersionParts) {
+    doc["version"] = kVersion;
+  }
+  json& pci = doc["pci"];
+  if (pci.is_null()) {
+    pci = json::object();
+  }
+  if (pci.contains("pci-address") && pci["pci-address"] != info.pci_address) {
+    spdlog::warn("device-info file {} has pci-address {}, the attached device is {}; correcting it",
+                 path, pci["pci-address"].dump(), info.pci_address);
+  }
+  for (auto [key, value] : {std::pair{"pci-address", &info.pci_address},
+                            std::pair{"pf-pci-address", &info.pf_pci_address},
+                            std::pair{"rdma-device", &info.rdma_device},
+                            std::pair{"representor-device", &info.representor_device}}) {
+    if (!value->empty()) {
+      pci[key] = *value;
+    }
+  }
+}
+
+}  // namespace
+
+Status write_device_info(const std::string& path, const DeviceInfo& info) {
+  if (auto s = check_path(path); !s) {
+    return s;
+  }
+  if (info.pci_address.empty()) {
+    return Error(ErrorKind::kInternal, "device-info for " + path + " without a PCI address");
+  }
+  auto text = read_existing(path);
+  if (!text) {
+    return std::move(text).error();
+  }
+  json doc = json::object();
+  // An empty file is no document, not a broken one.
+  if (text->has_value() && (*text)->find_first_not_of(" \t\r\n") != std::string::npos) {
+    json existing = json::parse(**text, nullptr, false);
+    if (std::string why = unusable(existing); why.empty()) {
+      doc = std::move(existing);
+    } else {
+      spdlog::warn("device-info file {} is unusable ({}); replacing it", path, why);
+    }
+  }
+  merge(doc, info, path);
+  if (auto s = make_directories(parent_of(path), 0700); !s) {
+    return std::move(s).error().context("device-info file " + path);
+  }
+  return write_file_atomically(path, doc.dump(-1, ' ', false, json::error_handler_t::replace),
+                               0444);
+}
+
+Status remove_device_info(const std::string& path) {
+  if (auto s = check_path(path); !s) {
+    return s;
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Error(ErrorKind::kIo, "remove device-info file " + path + ": " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+}  // namespace rdmanet::cni
