@@ -58,7 +58,8 @@ Expected<std::optional<std::string>> link_basename(const fs::path& link, const s
 }
 
 // RDMA devices registered on a device: <dir>/infiniband/*, else <dir>/<child>/infiniband/*.
-Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir, const std::string& what) {
+Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir,
+                                                      const std::string& what) {
   auto direct = list_dir(dir / "infiniband", what);
   if (!direct.ok() || !direct->empty()) {
     return direct;

@@ -168,7 +168,8 @@ TEST_F(SysfsTest, FindsTheRdmaDevicesOfPciAndAuxiliaryDevices) {
   // mlx5: on an auxiliary child of the function (and of the SF).
   fs::create_directories(devices + "0000:3b:00.0/mlx5_core.rdma.0/infiniband/mlx5_0");
   fs::create_directories(devices + "0000:3b:00.2/mlx5_core.rdma.1/infiniband/mlx5_3");
-  fs::create_directories(devices + "0000:3b:00.0/mlx5_core.sf.2/mlx5_core.rdma.4/infiniband/mlx5_5");
+  fs::create_directories(devices +
+                         "0000:3b:00.0/mlx5_core.sf.2/mlx5_core.rdma.4/infiniband/mlx5_5");
   Sysfs sysfs(root_);
   EXPECT_EQ(*sysfs.pci_rdma_devices("0000:3c:00.0"), std::vector<std::string>{"mlx4_0"});
   EXPECT_EQ(*sysfs.pci_rdma_devices("0000:3b:00.2"), std::vector<std::string>{"mlx5_3"});
@@ -177,8 +178,7 @@ TEST_F(SysfsTest, FindsTheRdmaDevicesOfPciAndAuxiliaryDevices) {
   EXPECT_EQ(*sysfs.aux_rdma_devices("mlx5_core.sf.2"), std::vector<std::string>{"mlx5_5"});
   EXPECT_TRUE(sysfs.pci_rdma_devices("0000:3b:00.3")->empty()) << "vfio-bound: no RDMA device";
   EXPECT_EQ(sysfs.pci_rdma_devices("0000:3b:00.7").error().kind(), ErrorKind::kDeviceNotFound);
-  EXPECT_EQ(sysfs.aux_rdma_devices("../../../net/evil").error().kind(),
-            ErrorKind::kInvalidConfig);
+  EXPECT_EQ(sysfs.aux_rdma_devices("../../../net/evil").error().kind(), ErrorKind::kInvalidConfig);
   EXPECT_EQ(sysfs.pci_rdma_devices("0000:3b:00.2/..").error().kind(), ErrorKind::kInvalidConfig);
 }
 
