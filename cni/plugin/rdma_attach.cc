@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "cni/device_info.h"
@@ -172,6 +173,23 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev) {
       }
     }
     plan.infiniband = plan.device->protocol == "ib";
+  }
+  // A software RDMA device (rxe, siw) has no bus parent and is bound to its netdev's
+  // netns: moving the netdev into the pod destroys it.
+  if (plan.device && !conf.soft_roce && conf.mode == Mode::kNetdev) {
+    std::error_code ec;
+    std::string parent = conf.sysfs_root + "/class/infiniband/" + plan.device->name + "/device";
+    if (!std::filesystem::exists(parent, ec)) {
+      std::string why = "RDMA device " + plan.device->name + " of " + dev.link.name +
+                        " is a software device (no " + parent +
+                        "): it is bound to its netdev and is destroyed when " + dev.link.name +
+                        " moves into the pod; set softRoce to have rdmanet create one there";
+      if (required) {
+        return Error(ErrorKind::kRdmaIsolation, "rdmaIsolation \"required\": " + why);
+      }
+      spdlog::warn("{}", why);
+      plan.device.reset();
+    }
   }
   if (conf.soft_roce && plan.device) {
     spdlog::info("softRoce: {} already has RDMA device {}; creating a soft-RoCE device anyway",

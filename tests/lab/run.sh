@@ -103,6 +103,7 @@ boot() {
     ) &
     watchdog=$!
     set +e
+    # Unbuffered filters only: the watchdog reads console.log while the guest runs.
     # shellcheck disable=SC2086 # $accel is a word list
     timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
         $accel -machine pc -m 1024 -smp 2 \
@@ -110,7 +111,7 @@ boot() {
         -pidfile "$tmp/qemu.pid" \
         -kernel "$CACHE/kernels/$KERNEL/vmlinuz" -initrd "$tmp/initrd.cpio" \
         -append "$cmdline" \
-        </dev/null 2>&1 | tr -d '\r' | tee "$tmp/console.log" | sed -u 's/^/guest| /'
+        </dev/null 2>&1 | sed -u 's/\r//g' | tee "$tmp/console.log" | sed -u 's/^/guest| /'
     qemu_rc=${PIPESTATUS[0]}
     set -e
     kill "$watchdog" 2>/dev/null || true

@@ -82,8 +82,10 @@ pingpong() {
     nsx "$1" timeout 60 ibv_rc_pingpong -d "$2" -g "$3" -n "$8" > /tmp/pp-server.log 2>&1 &
     _srv=$!
     # The server listens on TCP 18515 (0x4853) for the QP exchange; wait for
-    # it instead of sleeping a guessed time.
-    wait_for 20 sh -c "$IP netns exec $1 cat /proc/net/tcp | grep -q ':4853 '" || true
+    # it (state 0A = LISTEN, IPv4 or IPv6; an earlier run's TIME_WAIT entry
+    # does not count) instead of sleeping a guessed time.
+    wait_for 30 sh -c "$IP netns exec $1 cat /proc/net/tcp /proc/net/tcp6 | awk '\$2 ~ /:4853\$/ && \$4 == \"0A\" { f = 1 } END { exit !f }'" ||
+        echo "server not listening after 30 s: $(cat /tmp/pp-server.log)"
     _rc=0
     nsx "$4" timeout 60 ibv_rc_pingpong -d "$5" -g "$6" -n "$8" "$7" > /tmp/pp-client.log 2>&1 || _rc=$?
     cat /tmp/pp-client.log
@@ -91,3 +93,66 @@ pingpong() {
     [ "$_rc" -eq 0 ] || { echo "server:"; cat /tmp/pp-server.log; }
     return "$_rc"
 }
+
+# --- driving rdmanet through the CNI protocol, as a container runtime does -----
+
+CNI_BIN=/opt/cni/bin
+CNI_STATE=/run/rdmanet-state
+CNI_IPAM=/run/rdmanet-ipam
+CNI_LOG=/tmp/rdmanet.log
+
+# rail_conf DEVICE [EXTRA_JSON_MEMBERS]: a network config (one RDMA rail) for
+# the pod that gets DEVICE, with soft-RoCE and rdmanet-ipam.
+rail_conf() {
+    cat <<JSON
+{
+  "cniVersion": "1.1.0",
+  "name": "rail0",
+  "type": "rdmanet",
+  "device": "$1",
+  "softRoce": true,
+  "gidTimeout": 20,
+  "stateDir": "$CNI_STATE",
+  "logFile": "$CNI_LOG",
+  "logLevel": "info"${2:+,
+  $2},
+  "ipam": {"type": "rdmanet-ipam", "dataDir": "$CNI_IPAM",
+           "ranges": [[{"subnet": "10.56.0.0/24", "rangeStart": "10.56.0.10"}]]}
+}
+JSON
+}
+
+# cni COMMAND POD CONF_FILE [IFNAME]: calls rdmanet for pod POD (netns POD,
+# container id ctr-POD); the result goes to stdout, the exit code is rdmanet's.
+cni() {
+    CNI_COMMAND=$1 CNI_CONTAINERID="ctr-$2" CNI_NETNS="/run/netns/$2" \
+        CNI_IFNAME=${4:-net1} CNI_PATH=$CNI_BIN "$CNI_BIN/rdmanet" < "$3"
+}
+
+# json_str KEY FILE: the first string value of KEY in a JSON file (enough for
+# CNI results and error replies; busybox has no JSON tool).
+json_str() {
+    grep -o "\"$1\": *\"\([^\"\\]\|\\\\.\)*\"" "$2" | head -n1 | sed 's/^[^:]*: *"//; s/"$//; s/\\"/"/g'
+}
+json_num() { grep -o "\"$1\": *[0-9-]*" "$2" | head -n1 | sed 's/.*: *//'; }
+
+# pod_rdma_dev POD: the RDMA device whose port netdev is net1, as POD sees it.
+pod_rdma_dev() {
+    nsx "$1" rdma link show | awk '/netdev net1( |$)/ { sub(/\/.*/, "", $2); print $2; exit }'
+}
+
+# reported_gid_index DEV: the RoCE v2 GID index rdmanet logged for DEV.
+reported_gid_index() {
+    grep "RDMA $1 in " "$CNI_LOG" | tail -n1 | sed -n 's/.*RoCE v2 GID index \([0-9-]*\).*/\1/p'
+}
+
+# no_leftovers: no attachment state and no IPAM lease is left behind.
+no_leftovers() {
+    _s=$(find "$CNI_STATE" -name '*.json' 2>/dev/null | wc -l)
+    _l=$(find "$CNI_IPAM" -path '*leases/*' -type f 2>/dev/null | wc -l)
+    echo "state files: $_s, leases: $_l"
+    [ "$_s" -eq 0 ] && [ "$_l" -eq 0 ]
+}
+
+# show TEXT...: a line for the human reading the demo.
+show() { echo "DEMO| $*"; }

@@ -2,10 +2,15 @@
 # lab-kernel: 7.3
 # lab-cmdline: ib_core.netns_mode=0
 # Exclusive netns mode set the way operators do it (ib_core netns_mode=0 at
-# module load). Establishes: an RDMA device moves into a netns with
-# RDMA_NLDEV_CMD_SET (rdma dev set DEV netns NS), is then visible only there,
-# comes back to the init netns when that netns is deleted; and verbs traffic
-# flows between two pods whose soft-RoCE devices were moved in.
+# module load). Establishes, first for the kernel alone: an RDMA device moves
+# into a netns with RDMA_NLDEV_CMD_SET (rdma dev set DEV netns NS), is then
+# visible only there and comes back to the init netns when that netns is
+# deleted. Then through the CNI protocol: rdmanet with rdmaIsolation
+# "required" and softRoce gives each of two pods a soft-RoCE device moved into
+# the pod's netns, visible only there; the reported GID index works for
+# ibv_rc_pingpong between the pods; DEL deletes the device; a pod netns
+# deleted without DEL leaves nothing stuck and DEL still succeeds after it; a
+# software RDMA device on a host netdev is refused before anything changes.
 set -eu
 . /lab/lib.sh
 
@@ -32,30 +37,58 @@ lab_fact return_after_netns_del_s "$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/
 rdma link del rxet
 $IP link del vt0
 
-# --- two pods, devices moved in ------------------------------------------------
-two_pods_on_veth
-# NEWLINK from inside the pod: in exclusive mode too the device is
-# registered in the init netns, and must then be moved in.
-require rxe-add-in-netns-a nsx a rdma link add rxea type rxe netdev va
-require rxe-add-in-netns-b nsx b rdma link add rxeb type rxe netdev vb
-check created-in-init-netns sh -c 'rdma dev show rxea && ! nsx a rdma dev show rxea 2>/dev/null'
-require move-a rdma dev set rxea netns a
-require move-b rdma dev set rxeb netns b
-check isolated-a-sees-only-own sh -c "$IP netns exec a rdma dev show rxea && ! $IP netns exec a rdma dev show rxeb"
-check isolated-init-sees-none sh -c '[ -z "$(rdma dev show)" ]'
-check gid-a wait_for 10 sh -c '[ -n "$(. /lab/lib.sh; roce_v2_gid_index a rxea 10.0.0.1)" ]'
-check gid-b wait_for 10 sh -c '[ -n "$(. /lab/lib.sh; roce_v2_gid_index b rxeb 10.0.0.2)" ]'
-ga=$(roce_v2_gid_index a rxea 10.0.0.1)
-gb=$(roce_v2_gid_index b rxeb 10.0.0.2)
-lab_fact gid_index_a "${ga:-none} (::ffff:10.0.0.1 RoCE v2, seen from netns a)"
-lab_fact gid_index_b "${gb:-none} (::ffff:10.0.0.2 RoCE v2, seen from netns b)"
-check ibv-rc-pingpong pingpong a rxea "${ga:-1}" b rxeb "${gb:-1}" 10.0.0.1 200
+# --- two pods through rdmanet, devices moved in ---------------------------------
+$IP link add va type veth peer name vb
+$IP netns add pod-a
+$IP netns add pod-b
+rail_conf va '"rdmaIsolation": "required"' > /tmp/a.json
+rail_conf vb '"rdmaIsolation": "required"' > /tmp/b.json
+for pod in a b; do
+    require "cni-add-$pod" sh -c ". /lab/lib.sh; cni ADD pod-$pod /tmp/$pod.json > /tmp/res-$pod.json"
+done
+ip_a=$(json_str address /tmp/res-a.json | cut -d/ -f1)
+dev_a=$(pod_rdma_dev pod-a)
+dev_b=$(pod_rdma_dev pod-b)
+check rdma-device-on-net1 sh -c "[ -n '$dev_a' ] && [ -n '$dev_b' ] && echo '$dev_a $dev_b'"
+check isolated-a-sees-only-own sh -c "[ \"\$($IP netns exec pod-a rdma dev show | wc -l)\" = 1 ]"
+check isolated-b-sees-only-own sh -c "[ \"\$($IP netns exec pod-b rdma dev show | wc -l)\" = 1 ]"
+check isolated-host-sees-none sh -c '[ -z "$(rdma dev show)" ]'
+check state-records-move grep -q '"moved": *true' "$CNI_STATE/rail0/ctr-pod-a.6e657431.json"
+gi_a=$(reported_gid_index "$dev_a")
+gi_b=$(reported_gid_index "$dev_b")
+seen_a=$(roce_v2_gid_index pod-a "$dev_a" "$ip_a")
+check gid-reported sh -c "[ -n '$gi_a' ] && [ '$gi_a' = '$seen_a' ] && echo 'rdmanet: $gi_a, ibv_devinfo: $seen_a'"
+check ibv-rc-pingpong pingpong pod-a "$dev_a" "${gi_a:-1}" pod-b "$dev_b" "${gi_b:-1}" "$ip_a" 200
 [ "$LAB_LAST" = fail ] || lab_fact pingpong_latency "$(grep 'usec/iter' /tmp/pp-client.log)"
-# What the kernel said about moving a device (QP1/GSI cannot follow it).
-lab_fact dmesg_on_move "$(dmesg | grep -i -E 'qp1|gsi|rxe|netns' | grep -v -E 'loaded|registered' | tail -n 3)"
+check cni-check-a cni CHECK pod-a /tmp/a.json
 
-# Teardown as the product does it: delete from inside the pod netns.
-check rxe-del-in-netns nsx a rdma link del rxea
-nsx b rdma link del rxeb || true
-$IP netns del a
-$IP netns del b
+check cni-del-a cni DEL pod-a /tmp/a.json
+check device-a-deleted sh -c "! $IP netns exec pod-a rdma dev show $dev_a 2>/dev/null && ! rdma dev show $dev_a 2>/dev/null"
+check port-a-back-in-host $IP link show va
+check cni-del-again-a cni DEL pod-a /tmp/a.json
+
+# pod-b's netns goes away without DEL (a crashed runtime): its veth end dies
+# with it (and takes va along), the soft-RoCE device with its netdev.
+$IP netns del pod-b
+check nothing-stuck-after-netns-del wait_for 20 sh -c '[ -z "$(rdma dev show)" ]'
+check cni-del-b-after-netns-gone cni DEL pod-b /tmp/b.json
+check no-leftovers no_leftovers
+
+# A software RDMA device bound to a host netdev dies when that netdev moves:
+# rdmanet refuses it (required) before changing anything.
+$IP link add vc type veth peer name vd
+rdma link add rxehost type rxe netdev vc
+$IP netns add pod-c
+rail_conf vc '"rdmaIsolation": "required"' | sed 's/"softRoce": true/"softRoce": false/' > /tmp/c.json
+if cni ADD pod-c /tmp/c.json > /tmp/res-c.json; then
+    lab_result software-device-refused fail "ADD succeeded: $(cat /tmp/res-c.json)"
+else
+    msg=$(json_str msg /tmp/res-c.json)
+    check software-device-refused sh -c "[ '$(json_num code /tmp/res-c.json)' = 105 ] && grep -q rxehost /tmp/res-c.json && echo \"\$1\"" - "$msg"
+fi
+check software-device-untouched sh -c "$IP link show vc >/dev/null && rdma dev show rxehost"
+check no-leftovers-after-refusal no_leftovers
+rdma link del rxehost
+$IP link del vc
+$IP netns del pod-a
+$IP netns del pod-c

@@ -1,9 +1,13 @@
 #!/bin/sh
 # lab-kernel: 6.1
 # lab-cmdline: ib_core.netns_mode=0
-# Debian 12's own kernel in exclusive mode: soft-RoCE works, but moving an
-# RDMA device to another netns is refused. Records the exact error the
-# product must turn into a clear CNI error.
+# Debian 12's own kernel, which cannot move RDMA devices between network
+# namespaces (EOPNOTSUPP). First the kernel alone, recording the exact error;
+# then through the CNI protocol: rdmanet with rdmaIsolation "required" fails
+# ADD with code 105 and a message that says why, and leaves the node as it
+# was (port back in the host, no soft-RoCE device, no state, no lease). After
+# switching the node to shared mode, "required" is refused up front naming
+# the mode and how to change it, and "auto" attaches with a shared device.
 set -eu
 . /lab/lib.sh
 
@@ -25,7 +29,40 @@ else
     esac
 fi
 check still-in-init-netns rdma dev show rxe0
-# Switching modes while another netns exists: EBUSY (recorded, not asserted).
-lab_fact mode_change_with_netns "$(rdma system set netns shared 2>&1 || true)"
 $IP netns del t
 rdma link del rxe0
+$IP link del v0
+
+# --- through rdmanet ------------------------------------------------------------
+$IP link add va type veth peer name vb
+mac_before=$($IP -br link show va | awk '{print $3}')
+$IP netns add pod-a
+rail_conf va '"rdmaIsolation": "required"' > /tmp/a.json
+if cni ADD pod-a /tmp/a.json > /tmp/res-a.json; then
+    lab_result required-refused fail "ADD succeeded on $(uname -r): $(cat /tmp/res-a.json)"
+else
+    lab_fact required_error "$(json_str msg /tmp/res-a.json)"
+    check required-refused sh -c "[ '$(json_num code /tmp/res-a.json)' = 105 ] && grep -q 'Operation not supported' /tmp/res-a.json && grep -q 'exclusive netns mode' /tmp/res-a.json"
+fi
+check port-back-unchanged sh -c "[ \"\$($IP -br link show va | awk '{print \$3}')\" = '$mac_before' ]"
+check no-soft-roce-left sh -c '[ -z "$(rdma dev show)" ]'
+check no-leftovers no_leftovers
+check del-after-failed-add cni DEL pod-a /tmp/a.json
+
+# Shared mode (the mode can change only while no other netns exists).
+$IP netns del pod-a
+require switch-to-shared rdma system set netns shared
+$IP netns add pod-a
+if cni ADD pod-a /tmp/a.json > /tmp/res-a.json; then
+    lab_result required-in-shared-mode-refused fail "ADD succeeded: $(cat /tmp/res-a.json)"
+else
+    lab_fact required_shared_error "$(json_str msg /tmp/res-a.json)"
+    check required-in-shared-mode-refused sh -c "[ '$(json_num code /tmp/res-a.json)' = 105 ] && grep -q 'shared netns mode' /tmp/res-a.json && grep -q 'netns_mode=0' /tmp/res-a.json"
+fi
+check no-leftovers-shared no_leftovers
+rail_conf va '"rdmaIsolation": "auto"' > /tmp/auto.json
+check auto-attaches-shared cni ADD pod-a /tmp/auto.json
+check auto-gid-reported grep -q 'RoCE v2 GID index' "$CNI_LOG"
+check auto-del cni DEL pod-a /tmp/auto.json
+check no-leftovers-auto no_leftovers
+$IP netns del pod-a
