@@ -16,6 +16,7 @@
 #include "netns/address.h"
 #include "netns/netns.h"
 #include "netns/route.h"
+#include "rdma/nldev.h"
 
 namespace rdmanet::plugin {
 
@@ -58,6 +59,23 @@ std::vector<netns::IpAddress> pod_addresses(const cni::Result& result, const std
     }
   }
   return out;
+}
+
+// CHECK of the RDMA device ADD moved or created: the pod still sees it.
+Status check_rdma(const AttachmentState& state, const Netns& pod) {
+  if (!state.rdma || state.rdma->index < 0 || (!state.rdma->moved && !state.rdma->created)) {
+    return ok_status();
+  }
+  auto nl = in_netns(pod, [] { return rdma::Nldev::open(); });
+  if (!nl) {
+    return std::move(nl).error();
+  }
+  auto dev = nl->device(static_cast<uint32_t>(state.rdma->index));
+  if (!dev) {
+    return Error(ErrorKind::kDeviceNotFound, "CHECK: RDMA device " + state.rdma->device +
+                                                 " is not in the pod: " + dev.error().msg());
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -308,6 +326,9 @@ Status cmd_check(const cni::Call& call) {
   });
   if (!checked) {
     return checked;
+  }
+  if (auto s = check_rdma(**state, *pod); !s) {
+    return s;
   }
   if (!call.conf.ipam_type.empty()) {
     return cni::delegate_command(call.conf.ipam_type, cni::Command::kCheck, call.env,

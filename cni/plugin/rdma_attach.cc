@@ -394,13 +394,11 @@ void report_device_info(StateStore& store, const PluginConf& conf, const HostDev
   if (state->rdma) {
     info.rdma_device = state->rdma->device;
   }
+  // Recorded first: DEL removes it even when ADD dies right after writing it.
+  state->device_info_file = path;
+  (void)store.save(*state);
   if (auto s = cni::write_device_info(path, info); !s) {
     spdlog::warn("CNIDeviceInfoFile: {}", s.error().msg());
-    return;
-  }
-  if (state->rdma) {
-    state->rdma->device_info_file = path;
-    (void)store.save(*state);
   }
 }
 
@@ -410,11 +408,6 @@ Status rdma_teardown(StateStore& store, const AttachmentState& state,
     return ok_status();
   }
   const RdmaRecord& rec = *state.rdma;
-  if (!rec.device_info_file.empty()) {
-    if (auto s = cni::remove_device_info(rec.device_info_file); !s) {
-      spdlog::warn("CNIDeviceInfoFile: {}", s.error().msg());  // Multus removes it too
-    }
-  }
   if (rec.created) {
     // Wherever it is now: in the pod (moved) or the host. Gone with its netdev is fine.
     std::vector<const Netns*> places;

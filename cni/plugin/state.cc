@@ -116,9 +116,6 @@ Expected<RdmaRecord> rdma_from_json(const json& doc, const std::string& where) {
   if (st) {
     st = f.string("nodeMode", &r.node_mode);
   }
-  if (st) {
-    st = f.string("deviceInfoFile", &r.device_info_file);
-  }
   if (!st) {
     return std::move(st).error();
   }
@@ -205,6 +202,7 @@ json AttachmentState::to_json() const {
   return {{"version", 1},
           {"vf", vf ? vf_to_json(*vf) : json()},
           {"rdma", rdma ? rdma_to_json(*rdma) : json()},
+          {"deviceInfoFile", device_info_file},
           {"network", network},
           {"containerID", container_id},
           {"ifname", ifname},
@@ -230,9 +228,10 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
   json dev;
   int mtu = 0;
   Status st = f.required_string("network", &s.network);
-  for (auto [key, out] : {std::pair{"containerID", &s.container_id}, std::pair{"ifname", &s.ifname},
-                          std::pair{"netns", &s.netns}, std::pair{"mode", &s.mode},
-                          std::pair{"phase", &s.phase}, std::pair{"config", &s.config}}) {
+  for (auto [key, out] :
+       {std::pair{"containerID", &s.container_id}, std::pair{"ifname", &s.ifname},
+        std::pair{"netns", &s.netns}, std::pair{"mode", &s.mode}, std::pair{"phase", &s.phase},
+        std::pair{"config", &s.config}, std::pair{"deviceInfoFile", &s.device_info_file}}) {
     if (st) {
       st = f.string(key, out);
     }

@@ -63,8 +63,9 @@ struct AttachmentState {
   DeviceRecord device;
   std::optional<VfRecord> vf;
   std::optional<RdmaRecord> rdma;
-  std::string config;     // the ADD's stdin, for IPAM DEL after config changes
-  nlohmann::json result;  // the ADD result (1.1.0 encoding), once known
+  std::string device_info_file;  // the CNIDeviceInfoFile ADD wrote; DEL removes it
+  std::string config;            // the ADD's stdin, for IPAM DEL after config changes
+  nlohmann::json result;         // the ADD result (1.1.0 encoding), once known
 
   nlohmann::json to_json() const;
   static Expected<AttachmentState> from_json(const nlohmann::json& doc, const std::string& where);

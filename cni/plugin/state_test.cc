@@ -43,9 +43,9 @@ class State : public testing::Test {
     rdma.created = true;
     rdma.moved = true;
     rdma.node_mode = "exclusive";
-    rdma.device_info_file = "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json";
     rdma.gids = {{"device", "rxe_net1_1a2b3c4d"}};
     s.rdma = rdma;
+    s.device_info_file = "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json";
     s.config = R"({"cniVersion":"1.0.0"})";
     return s;
   }
@@ -86,7 +86,7 @@ TEST_F(State, RoundTripsEverythingDelNeeds) {
   EXPECT_TRUE(s.rdma->created);
   EXPECT_TRUE(s.rdma->moved);
   EXPECT_EQ(s.rdma->node_mode, "exclusive");
-  EXPECT_EQ(s.rdma->device_info_file, "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json");
+  EXPECT_EQ(s.device_info_file, "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1.json");
   EXPECT_EQ(s.rdma->gids["device"], "rxe_net1_1a2b3c4d");
   EXPECT_FALSE(store.load("rail0", "abc", "net2")->has_value());
 }

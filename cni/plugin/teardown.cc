@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cni/device_info.h"
 #include "cni/plugin/attach.h"
 #include "cni/plugin/rdma_attach.h"
 #include "netns/link.h"
@@ -254,6 +255,11 @@ Status teardown(StateStore& store, const AttachmentState& state, const cni::Envi
     } else {
       spdlog::info("pod netns {} unusable ({}); treating it as gone", state.netns,
                    opened.error().msg());
+    }
+  }
+  if (!state.device_info_file.empty()) {
+    if (auto s = cni::remove_device_info(state.device_info_file); !s) {
+      spdlog::warn("CNIDeviceInfoFile: {}", s.error().msg());  // Multus removes it too
     }
   }
   // The RDMA device first: it leaves the pod before the netdev it belongs to.
