@@ -207,14 +207,15 @@ void match_addresses(GidReport* report, const std::vector<IpAddress>& addresses)
 
 Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string& device,
                                        uint32_t port, const std::vector<IpAddress>& addresses,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& sysfs_root) {
   auto reader = [&]() -> Expected<std::string> {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     GidReport report;
     report.device = device;
     report.port = port;
     for (;;) {
-      auto table = read_gids("/sys", device, port);
+      auto table = read_gids(sysfs_root, device, port);
       if (!table) {
         return std::move(table).error();
       }

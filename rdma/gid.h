@@ -63,9 +63,12 @@ void match_addresses(GidReport* report, const std::vector<netns::IpAddress>& add
 // Waits until port `port` of `device`, as seen from netns ns, has a RoCE v2 GID for every
 // address, polling for at most `timeout`. kGidTimeout when one is still missing then; its
 // message names the device, the missing addresses and the GIDs the table holds.
+// sysfs_root is where the reader (inside ns, with ns's own sysfs on /sys) looks; tests
+// point it at a fake tree.
 Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string& device,
                                        uint32_t port,
                                        const std::vector<netns::IpAddress>& addresses,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& sysfs_root = "/sys");
 
 }  // namespace rdmanet::rdma

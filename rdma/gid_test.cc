@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <thread>
 
 #include "cni/temp_dir.h"
+#include "netns/test_util.h"
 
 namespace rdmanet::rdma {
 namespace {
@@ -90,6 +93,62 @@ TEST_F(GidTableTest, IgnoresMalformedEntries) {
   auto table = read_gids(dir_.path(), "mlx5_3", 1);
   ASSERT_TRUE(table.ok());
   EXPECT_TRUE(table->empty());
+}
+
+// The wait runs in a child that joined a real (throwaway) netns with its own sysfs; the
+// table it polls is a fake tree, because this kernel has no RDMA device to fill one.
+class GidWaitTest : public GidTableTest {
+ protected:
+  void SetUp() override {
+    GidTableTest::SetUp();
+    if (geteuid() != 0) {
+      GTEST_FAIL() << "needs root (setns, mount)";
+    }
+    ns_ = std::make_unique<netns::testing::TestNetns>();
+  }
+  std::unique_ptr<netns::testing::TestNetns> ns_;
+};
+
+TEST_F(GidWaitTest, ReturnsAsSoonAsEveryAddressHasItsGid) {
+  entry(1, "0000:0000:0000:0000:0000:ffff:0a38:0002", "RoCE v2", "net1");
+  auto report = wait_for_roce_gids(ns_->ns(), "mlx5_3", 1, {ip("10.56.0.2")},
+                                   std::chrono::seconds(20), dir_.path());
+  ASSERT_TRUE(report.ok()) << report.error().msg();
+  EXPECT_EQ(report->v2_index(), 1);
+  EXPECT_EQ(report->device, "mlx5_3");
+}
+
+TEST_F(GidWaitTest, TimesOutListingTheTable) {
+  entry(1, "0000:0000:0000:0000:0000:ffff:0a38:0002", "IB/RoCE v1", "net1");
+  auto start = std::chrono::steady_clock::now();
+  auto report = wait_for_roce_gids(ns_->ns(), "mlx5_3", 1, {ip("10.56.0.2")},
+                                   std::chrono::milliseconds(300), dir_.path());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.error().kind(), ErrorKind::kGidTimeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  const std::string& msg = report.error().msg();
+  EXPECT_NE(msg.find("10.56.0.2 -> no RoCE v2 GID"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1] ::ffff:10.56.0.2 IB/RoCE v1 net1"), std::string::npos)
+      << "a v1 entry does not count, and the message shows it: " << msg;
+}
+
+TEST_F(GidWaitTest, SeesAGidThatAppearsWhileWaiting) {
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    entry(2, "fd00:0056:0000:0000:0000:0000:0000:0002", "RoCE v2", "net1");
+  });
+  auto report = wait_for_roce_gids(ns_->ns(), "mlx5_3", 1, {ip("fd00:56::2")},
+                                   std::chrono::seconds(20), dir_.path());
+  later.join();
+  ASSERT_TRUE(report.ok()) << report.error().msg();
+  EXPECT_EQ(report->v2_index(), 2);
+}
+
+TEST_F(GidWaitTest, ADeviceThePodCannotSeeIsNotFound) {
+  auto report = wait_for_roce_gids(ns_->ns(), "mlx5_9", 1, {ip("10.56.0.2")},
+                                   std::chrono::seconds(5), dir_.path());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.error().kind(), ErrorKind::kDeviceNotFound) << report.error().msg();
 }
 
 }  // namespace

@@ -96,13 +96,17 @@ Status Nldev::set_netns_mode(NetnsMode mode) {
   put_u8(req, RDMA_NLDEV_SYS_ATTR_NETNS_MODE, mode == NetnsMode::kShared ? 1 : 0);
   auto s = sock_.request(req, std::string("set RDMA netns mode ") + netns_mode_name(mode));
   if (!s && s.error().sys_errno() == EBUSY) {
+    const char* at_boot =
+        mode == NetnsMode::kExclusive
+            ? "set it at boot instead: `options ib_core netns_mode=0` in /etc/modprobe.d "
+              "(deploy/installer/node-prep.sh --exclusive writes it), then reboot"
+            : "set it at boot instead: remove the ib_core netns_mode=0 option from "
+              "/etc/modprobe.d (shared is the kernel's default), then reboot";
     return Error(ErrorKind::kRdmaIsolation,
                  s.error().msg() +
                      ": the kernel changes the mode only while no network namespace but the "
-                     "initial one exists; set it at boot instead with the module option "
-                     "`options ib_core netns_mode=" +
-                     std::string(mode == NetnsMode::kShared ? "1" : "0") +
-                     "` in /etc/modprobe.d (deploy/installer/node-prep.sh writes it)");
+                     "initial one exists; " +
+                     at_boot);
   }
   return s;
 }

@@ -1,5 +1,7 @@
 // rdmanet: attaches an RDMA netdev, SR-IOV VF or a macvlan child of an RDMA
-// NIC to a pod's network namespace. `rdmanet validate FILE...` checks configs.
+// NIC to a pod's network namespace. `rdmanet validate FILE...` checks configs;
+// `rdmanet rdma-netns-mode [shared|exclusive]` shows or sets the node's RDMA
+// netns mode (for operators and node preparation).
 #include <iostream>
 #include <string>
 
@@ -7,6 +9,7 @@
 #include "cni/plugin/conf.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
+#include "rdma/nldev.h"
 
 namespace {
 
@@ -26,6 +29,30 @@ rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
   return rdmanet::ok_status();
 }
 
+int rdma_netns_mode(int argc, char** argv) {
+  using rdmanet::rdma::NetnsMode;
+  if (argc > 3 ||
+      (argc == 3 && std::string(argv[2]) != "shared" && std::string(argv[2]) != "exclusive")) {
+    std::cerr << "usage: rdmanet rdma-netns-mode [shared|exclusive]\n";
+    return 2;
+  }
+  auto nl = rdmanet::rdma::Nldev::open();
+  if (nl && argc == 3) {
+    NetnsMode want = std::string(argv[2]) == "shared" ? NetnsMode::kShared : NetnsMode::kExclusive;
+    if (auto s = nl->set_netns_mode(want); !s) {
+      std::cerr << "rdmanet: " << s.error().msg() << "\n";
+      return 1;
+    }
+  }
+  auto mode = nl ? nl->netns_mode() : rdmanet::Expected<NetnsMode>(std::move(nl).error());
+  if (!mode) {
+    std::cerr << "rdmanet: " << mode.error().msg() << "\n";
+    return 1;
+  }
+  std::cout << rdmanet::rdma::netns_mode_name(*mode) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,6 +60,9 @@ int main(int argc, char** argv) {
     rdmanet::cni::Validator validator{"rdmanet", rdmanet::cni::ValidateWhat::kPluginType,
                                       check_conf};
     return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "rdma-netns-mode") {
+    return rdma_netns_mode(argc, argv);
   }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet";

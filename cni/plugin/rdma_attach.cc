@@ -356,6 +356,9 @@ Expected<std::optional<rdma::GidReport>> rdma_after_netdev(
   if (plan.infiniband || addresses.empty()) {
     return Report();
   }
+  if (plan.node_mode == rdma::NetnsMode::kExclusive && !rec.moved) {
+    return Report();  // the pod cannot see the device (plan_rdma warned)
+  }
   // 0: report what is there without waiting for it.
   auto timeout = std::chrono::milliseconds(conf.gid_timeout_ms);
   auto report = rdma::wait_for_roce_gids(pod, rec.device, rec.port, addresses, timeout);
