@@ -10,16 +10,9 @@
 namespace rdmanet::netns {
 namespace {
 
+using testing::from_hex;
 using testing::KernelTest;
 using testing::TestNetns;
-
-std::vector<uint8_t> from_hex(const std::string& text) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 // No driver here implements DCB, so the requests are checked against the bytes iproute2's
 // `dcb` (iproute2-6.1.0) sends for the same settings, captured with

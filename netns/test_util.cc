@@ -28,6 +28,14 @@ std::string sh(const std::string& cmd) {
   return out;
 }
 
+std::vector<uint8_t> from_hex(const std::string& text) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < text.size(); i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
 TestNetns::TestNetns() {
   static std::atomic<int> counter{0};
   name_ = "rdmanet-t-" + std::to_string(getpid()) + "-" + std::to_string(counter++);

@@ -18,6 +18,9 @@ namespace rdmanet::netns::testing {
 // the test when it exits non-zero.
 std::string sh(const std::string& cmd);
 
+// Bytes from hex text ("1c001600..."), for comparing requests with captured ones.
+std::vector<uint8_t> from_hex(const std::string& text);
+
 // A named network namespace ("ip netns add"), deleted with everything in it on destruction.
 class TestNetns {
  public:

@@ -8,16 +8,9 @@
 namespace rdmanet::netns {
 namespace {
 
+using testing::from_hex;
 using testing::KernelTest;
 using testing::TestNetns;
-
-std::vector<uint8_t> from_hex(const std::string& text) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 // No driver here implements SR-IOV (veth has no VFs), so the request is
 // checked against the bytes iproute2 6.1 sends for the same settings,

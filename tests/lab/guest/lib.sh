@@ -41,19 +41,21 @@ require() { check "$@"; [ "$LAB_LAST" = pass ] || exit 1; }
 # nsx NS CMD...: run CMD inside network namespace NS.
 nsx() { _ns=$1; shift; "$IP" netns exec "$_ns" "$@"; }
 
-# two_pods_on_veth: netns a and b joined by a veth pair, va = 10.0.0.1/24 in
-# a and vb = 10.0.0.2/24 in b, everything up.
+# two_pods_on_veth [IF_A IF_B]: netns a and b joined by a veth pair (IF_A,
+# IF_B; default va, vb), 10.0.0.1/24 on IF_A in a and 10.0.0.2/24 on IF_B in
+# b, everything up.
 two_pods_on_veth() {
+    _ia=${1:-va} _ib=${2:-vb}
     $IP netns add a
     $IP netns add b
-    $IP link add va type veth peer name vb
-    $IP link set va netns a
-    $IP link set vb netns b
-    nsx a $IP addr add 10.0.0.1/24 dev va
-    nsx b $IP addr add 10.0.0.2/24 dev vb
+    $IP link add "$_ia" type veth peer name "$_ib"
+    $IP link set "$_ia" netns a
+    $IP link set "$_ib" netns b
+    nsx a $IP addr add 10.0.0.1/24 dev "$_ia"
+    nsx b $IP addr add 10.0.0.2/24 dev "$_ib"
     for ns in a b; do nsx $ns $IP link set lo up; done
-    nsx a $IP link set va up
-    nsx b $IP link set vb up
+    nsx a $IP link set "$_ia" up
+    nsx b $IP link set "$_ib" up
 }
 
 # wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.

@@ -61,15 +61,7 @@ sed 's/^/DEMO|   /' /tmp/pp-client.log
 # Baseline in the same boot: soft-RoCE devices made by hand on another veth
 # pair in two more netns, the way the kernel facts were first established.
 # Three rounds each, alternating, so a noisy moment hits both alike.
-$IP netns add a
-$IP netns add b
-$IP link add ha type veth peer name hb
-$IP link set ha netns a
-$IP link set hb netns b
-nsx a $IP addr add 10.0.0.1/24 dev ha
-nsx b $IP addr add 10.0.0.2/24 dev hb
-nsx a $IP link set ha up
-nsx b $IP link set hb up
+two_pods_on_veth ha hb
 nsx a rdma link add rxea type rxe netdev ha
 nsx b rdma link add rxeb type rxe netdev hb
 wait_for 10 sh -c '[ -n "$(. /lab/lib.sh; roce_v2_gid_index a rxea 10.0.0.1)" ]' || true
