@@ -35,14 +35,6 @@ Status make_directory(const std::string& path, mode_t mode) {
   return ok_status();
 }
 
-std::string parent_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) {
-    return ".";
-  }
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 Status make_directories(const std::string& path, mode_t mode) {
@@ -107,6 +99,14 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
     ::fsync(dir.get());
   }
   return ok_status();
+}
+
+std::string parent_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 }  // namespace rdmanet

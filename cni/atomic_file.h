@@ -22,4 +22,7 @@ Status make_directories(const std::string& path, mode_t mode);
 // one path: they share the temporary name.
 Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode);
 
+// The directory part of a path: "/a/b" -> "/a", "/a" -> "/", "a" -> ".".
+std::string parent_of(const std::string& path);
+
 }  // namespace rdmanet

@@ -34,12 +34,11 @@ Status check_path(const std::string& path) {
   if (path.back() == '/') {
     return Error(ErrorKind::kInvalidConfig, kField + " names a directory, not a file: " + path);
   }
+  // The path comes from the runtime; DEL removes what it names. No way up and out.
+  if (("/" + path + "/").find("/../") != std::string::npos) {
+    return Error(ErrorKind::kInvalidConfig, kField + " must not contain \"..\": " + path);
+  }
   return ok_status();
-}
-
-std::string parent_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 // "MAJOR.MINOR.PATCH" with decimal numbers; nullopt for anything else.

@@ -169,8 +169,10 @@ TEST_F(DeviceInfoFile, SymlinkIsNotFollowed) {
   EXPECT_EQ(content, "precious");
 }
 
-TEST_F(DeviceInfoFile, RelativePathIsInvalidConfig) {
-  for (const std::string& path : {std::string("devinfo/x.json"), std::string()}) {
+TEST_F(DeviceInfoFile, RelativeOrClimbingPathIsInvalidConfig) {
+  for (const std::string& path :
+       {std::string("devinfo/x.json"), std::string(), std::string("/var/run/../../etc/passwd"),
+        std::string("/tmp/..")}) {
     Status w = write_device_info(path, sample());
     ASSERT_FALSE(w.ok()) << path;
     EXPECT_EQ(cni_code(w.error()), 7);

@@ -34,4 +34,25 @@ std::string unhex(const std::string& text) {
   return text.size() % 2 == 0 ? out : std::string();
 }
 
+uint64_t fnv1a64(const std::string& data, uint64_t seed) {
+  uint64_t h = seed;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string bounded_name(const std::string& text, size_t max) {
+  if (text.size() <= max) {
+    return text;
+  }
+  std::string digest = hex(std::string(8, '\0'));
+  uint64_t h = fnv1a64(text);
+  for (int i = 15; i >= 0; --i, h >>= 4) {
+    digest[i] = "0123456789abcdef"[h & 15];
+  }
+  return text.substr(0, 64) + "~" + digest;
+}
+
 }  // namespace rdmanet

@@ -20,8 +20,8 @@ Expected<std::string> read_stdin(std::istream& in) {
     in.read(buf, sizeof(buf));
     text.append(buf, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxStdin) {
-      return Error(ErrorKind::kDecode,
-                   "network config on stdin exceeds " + std::to_string(kMaxStdin) + " bytes");
+      return Error(ErrorKind::kDecode, "network config on stdin exceeds 4 MiB (" +
+                                           std::to_string(kMaxStdin) + " bytes)");
     }
   }
   if (in.bad()) {

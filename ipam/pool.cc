@@ -5,15 +5,6 @@
 
 namespace rdmanet::ipam {
 
-uint64_t fnv1a64(const std::string& data, uint64_t seed) {
-  uint64_t h = seed;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 void Bitmap::set_range(size_t first, size_t last) {
   for (size_t i = first; i <= last && i < bits_;) {
     if (i % 64 == 0 && last - i >= 63) {

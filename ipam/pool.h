@@ -3,6 +3,8 @@
 // to find a free ordinal without looking at any lease.
 #pragma once
 
+#include "cni/hex.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -93,7 +95,5 @@ class Pool {
 // Next-fit: the first ordinal at or after `cursor` (wrapping) that is neither
 // reserved nor set in `taken`.
 std::optional<u128> next_free(const Pool& pool, const Bitmap& taken, u128 cursor);
-
-uint64_t fnv1a64(const std::string& data, uint64_t seed = 14695981039346656037ULL);
 
 }  // namespace rdmanet::ipam

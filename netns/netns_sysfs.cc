@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +31,13 @@ void write_all(int fd, const std::string& text) {
 
 // The child's whole life: join, mount, run, report, exit. Never returns.
 [[noreturn]] void run_child(const Netns& ns, const std::function<Expected<std::string>()>& fn,
-                            int out) {
+                            int out, pid_t parent) {
+  // Dies with the plugin, and holds none of its files: an orphaned reader must not keep
+  // the plugin's device locks (flock belongs to the open file, which fork shares).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) {
+    _exit(1);
+  }
   nlohmann::json reply;
   auto fail = [&](const std::string& what, int err) {
     Error e = sys_error(what, err);
@@ -46,6 +53,12 @@ void write_all(int fd, const std::string& text) {
   } else if (mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
     fail("mount sysfs of netns " + ns.path(), errno);
   } else {
+    // The netns fd has served; from here on only stdio and the answer pipe stay open.
+    if (out != 3) {
+      dup2(out, 3);
+      out = 3;
+    }
+    close_range(4, ~0U, 0);
     auto result = fn();
     if (result) {
       reply = {{"ok", true}, {"text", *result}};
@@ -70,13 +83,14 @@ Expected<std::string> in_netns_sysfs(const Netns& ns,
   }
   Fd read_end(fds[0]);
   Fd write_end(fds[1]);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     return sys_error("fork", errno);
   }
   if (pid == 0) {
     read_end.reset();
-    run_child(ns, fn, write_end.get());
+    run_child(ns, fn, write_end.get(), parent);
   }
   write_end.reset();
 

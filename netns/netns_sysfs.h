@@ -16,7 +16,8 @@ namespace rdmanet::netns {
 
 // Runs fn in a child process that has joined ns and mounted a fresh sysfs over /sys in a
 // private mount namespace; returns what fn returned (text or error). The child is killed
-// when it has not answered within `timeout` (kInternal naming ns).
+// when it has not answered within `timeout` (kInternal naming ns), and when the caller
+// dies; it keeps only stdio open. The caller must be single-threaded (fork).
 Expected<std::string> in_netns_sysfs(const Netns& ns,
                                      const std::function<Expected<std::string>()>& fn,
                                      std::chrono::milliseconds timeout);

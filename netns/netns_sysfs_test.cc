@@ -1,5 +1,6 @@
 #include "netns/netns_sysfs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -61,6 +62,28 @@ TEST_F(NetnsSysfsTest, PassesTheReadersErrorBack) {
   ASSERT_FALSE(seen.ok());
   EXPECT_EQ(seen.error().kind(), ErrorKind::kGidTimeout);
   EXPECT_EQ(seen.error().msg(), "no GID for 1.2.3.4");
+}
+
+TEST_F(NetnsSysfsTest, TheReaderHoldsNoneOfTheCallersFiles) {
+  // A lock the caller holds (the plugin holds its device lock during the GID wait) must
+  // not be shared with a reader that could outlive it.
+  auto& pod = make_netns();
+  int lock = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lock, 0);
+  auto seen = in_netns_sysfs(
+      pod.ns(),
+      [] {
+        std::string fds;
+        for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+          fds += entry.path().filename().string() + " ";
+        }
+        return Expected<std::string>(fds);
+      },
+      5000ms);
+  close(lock);
+  ASSERT_TRUE(seen.ok()) << seen.error().msg();
+  // stdio, the answer pipe (3) and the directory being listed (4).
+  EXPECT_EQ(*seen, "0 1 2 3 4 ") << "fd " << lock << " leaked into the reader";
 }
 
 TEST_F(NetnsSysfsTest, KillsAReaderThatDoesNotAnswer) {

@@ -151,7 +151,8 @@ int parse_vf_info(nlattr* info, VfState* state) {
         }
         ifla_vf_guid guid;
         std::memcpy(&guid, nla_data(attr), sizeof guid);  // the attribute is 4-byte aligned
-        if (guid.guid != 0) {
+        // 0 and all-ones mean "none assigned" (and are no GUID one could restore).
+        if (guid.guid != 0 && guid.guid != ~uint64_t{0}) {
           (nla_type(attr) == IFLA_VF_IB_NODE_GUID ? state->node_guid : state->port_guid) =
               guid.guid;
         }

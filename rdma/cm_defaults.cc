@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cni/fd.h"
+#include "rdma/nldev.h"
 
 namespace rdmanet::rdma {
 
@@ -17,10 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* mode_text(RoceMode mode) { return mode == RoceMode::kV2 ? "RoCE v2" : "IB/RoCE v1"; }
-
-bool safe_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
-}
 
 // configfs attributes take one write of the whole value.
 Status write_attr(const fs::path& path, const std::string& value) {
@@ -36,7 +33,7 @@ Status write_attr(const fs::path& path, const std::string& value) {
 
 Expected<fs::path> port_dir(const std::string& root, const std::string& device, uint32_t port,
                             bool create) {
-  if (!safe_name(device)) {
+  if (!is_safe_device_name(device)) {
     return Error(ErrorKind::kInvalidConfig, "invalid RDMA device name \"" + device + "\"");
   }
   fs::path cm = fs::path(root) / "rdma_cm";
@@ -101,7 +98,7 @@ Status set_cm_defaults(const std::string& configfs_root, const std::string& devi
 
 Expected<CmDefaults> read_cm_defaults(const std::string& configfs_root, const std::string& device,
                                       uint32_t port) {
-  auto dir = port_dir(configfs_root, device, port, true);
+  auto dir = port_dir(configfs_root, device, port, false);
   if (!dir) {
     return std::move(dir).error();
   }
@@ -125,7 +122,7 @@ Expected<CmDefaults> read_cm_defaults(const std::string& configfs_root, const st
 }
 
 Status remove_cm_group(const std::string& configfs_root, const std::string& device) {
-  if (!safe_name(device)) {
+  if (!is_safe_device_name(device)) {
     return ok_status();
   }
   fs::path dev = fs::path(configfs_root) / "rdma_cm" / device;

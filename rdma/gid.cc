@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "netns/netns_sysfs.h"
+#include "rdma/nldev.h"
 
 namespace rdmanet::rdma {
 
@@ -16,11 +17,6 @@ namespace fs = std::filesystem;
 using netns::IpAddress;
 
 namespace {
-
-// Names come from the kernel or the state file; keep them from leaving the sysfs tree.
-bool safe_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
-}
 
 // sysfs files hold one line; a missing or unreadable file (the kernel answers EINVAL for
 // the type of an empty entry) is an empty string.
@@ -74,7 +70,7 @@ IpAddress roce_gid_of(const IpAddress& addr) {
 
 Expected<std::vector<Gid>> read_gids(const std::string& sysfs_root, const std::string& device,
                                      uint32_t port) {
-  if (!safe_name(device)) {
+  if (!is_safe_device_name(device)) {
     return Error(ErrorKind::kInvalidConfig, "invalid RDMA device name \"" + device + "\"");
   }
   fs::path dir =

@@ -51,10 +51,23 @@ Device parse_device(Attrs& tb) {
   return dev;
 }
 
+// The kernel answers a get for a device index this netns cannot see (moved away,
+// unregistered) with EINVAL, not ENODEV.
+Error not_here(Error e) {
+  if (e.sys_errno() == EINVAL || e.sys_errno() == ENODEV) {
+    return Error(ErrorKind::kDeviceNotFound, e.msg() + " (not in this netns)");
+  }
+  return e;
+}
+
 }  // namespace
 
 const char* netns_mode_name(NetnsMode mode) {
   return mode == NetnsMode::kShared ? "shared" : "exclusive";
+}
+
+bool is_safe_device_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
 }
 
 bool no_rdma_subsystem(const Error& error) { return error.sys_errno() == EPROTONOSUPPORT; }
@@ -137,7 +150,7 @@ Expected<Device> Nldev::device(uint32_t index) {
     }
   });
   if (!s) {
-    return std::move(s).error();
+    return not_here(std::move(s).error());
   }
   if (!found) {
     return Error(ErrorKind::kDeviceNotFound,
@@ -180,7 +193,7 @@ Expected<std::vector<Port>> Nldev::ports(const Device& dev) {
           out.push_back(port);
         });
     if (!s) {
-      return std::move(s).error();
+      return not_here(std::move(s).error());
     }
   }
   return out;

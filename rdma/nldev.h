@@ -51,16 +51,18 @@ class Nldev {
   Status set_netns_mode(NetnsMode mode);
 
   Expected<std::vector<Device>> devices();
-  // kDeviceNotFound when no device has that index/name in this netns.
+  // kDeviceNotFound when no device has that index/name in this netns (the kernel says
+  // EINVAL for an index it does not show here).
   Expected<Device> device(uint32_t index);
   Expected<Device> device(const std::string& name);
   Expected<std::vector<Port>> ports(const Device& dev);
   // The devices with a port whose netdev has this ifindex (in the socket's netns).
   Expected<std::vector<Device>> devices_of_netdev(int ifindex);
 
-  // Moves dev to the network namespace `target` (exclusive mode only). The kernel answers
-  // EOPNOTSUPP in shared mode and for drivers or kernels that cannot move devices; the
-  // error says which.
+  // Moves dev to the network namespace `target` (exclusive mode only). The calling thread
+  // must be in dev's netns when it calls this (the kernel checks the caller's netns, not
+  // the socket's: ENODEV otherwise). The kernel answers EOPNOTSUPP in shared mode and for
+  // drivers or kernels that cannot move devices; the error says which.
   Status move(const Device& dev, const netns::Netns& target);
 
   // Creates a soft-RoCE (rxe) device named `name` on the netdev `netdev` of this socket's
@@ -75,6 +77,10 @@ class Nldev {
 
   netns::Rtnl sock_;
 };
+
+// An RDMA device name that can be a path component (it comes from the kernel or a state
+// file, and names sysfs and configfs directories): not empty, ".", ".." or with a '/'.
+bool is_safe_device_name(const std::string& name);
 
 // Whether an error means "this kernel has no RDMA subsystem" (no NETLINK_RDMA).
 bool no_rdma_subsystem(const Error& error);

@@ -126,8 +126,10 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
       return std::move(s).error();
     }
   }
+  bool reclaimed = false;
   if (conf->mode == Mode::kNetdev) {
-    if (auto s = claim_device(store, key, state, call.env, conf->ipam_timeout_seconds); !s) {
+    if (auto s = claim_device(store, key, state, call.env, conf->ipam_timeout_seconds, &reclaimed);
+        !s) {
       return std::move(s).error();
     }
   }
@@ -148,11 +150,11 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   state.device.alias = dev->link.alias;
   state.device.altnames = dev->link.altnames;
   state.device.pci = dev->pci;
-  auto plan = plan_rdma(*conf, *dev);
+  auto plan = plan_rdma(*conf, *dev, reclaimed);
   if (!plan) {
     return std::move(plan).error();
   }
-  if (auto s = node_qos(*conf, *dev, *host_rtnl); !s) {
+  if (auto s = node_qos(store, *conf, *dev, *host_rtnl); !s) {
     return std::move(s).error();
   }
 
@@ -180,8 +182,22 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   if (auto s = configure_vf(store, *conf, *dev, *host_rtnl, &state); !s) {
     return rolled_back(std::move(s).error());
   }
-  if (auto s = rdma_before_netdev(store, *plan, *pod, &state); !s) {
+  if (auto s = rdma_before_netdev(store, *conf, *plan, *pod, &state); !s) {
     return rolled_back(std::move(s).error());
+  }
+  if (state.rdma && state.rdma->moved && plan->infiniband) {
+    // Moving an InfiniBand device recreates its IPoIB netdev (new ifindex): find it again.
+    auto again = resolve_device(conf->device, sysfs, *host_rtnl);
+    if (!again) {
+      return rolled_back(std::move(again).error());
+    }
+    dev = std::move(again);
+    state.device.name = dev->link.name;
+    state.device.index = dev->link.index;
+    state.device.mac = dev->link.hwaddr.str();
+    if (auto s = store.save(state); !s) {
+      return rolled_back(std::move(s).error());
+    }
   }
   auto result = attach(*conf, call, *pod, *dev, *host_rtnl);
   if (!result) {

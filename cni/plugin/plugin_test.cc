@@ -3,6 +3,7 @@
 // macvlan links; Debian's reference host-local (and tuning) as peers. A fake
 // sysfs tree maps PCI and auxiliary device ids to the veth links, because
 // this machine has no PCI NICs to spare.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -147,6 +149,49 @@ class Rdmanet : public testing::Test {
       o.out.append(buf, n);
     }
     int status = pclose(p);
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    o.err = read_all(input + ".err");
+    return o;
+  }
+
+  // Runs the binary with exactly this environment and stdin.
+  Output run_raw(const std::map<std::string, std::string>& env, const std::string& stdin_text) {
+    std::string input = dir_ + "/stdin-" + std::to_string(calls_++) + ".raw";
+    std::ofstream(input, std::ios::binary) << stdin_text;
+    int out_pipe[2];
+    EXPECT_EQ(pipe(out_pipe), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int in = open(input.c_str(), O_RDONLY);
+      dup2(in, 0);
+      dup2(out_pipe[1], 1);
+      int err = open((input + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(err, 2);
+      close(out_pipe[0]);
+      std::vector<std::string> vars;
+      for (const auto& [key, value] : env) {
+        vars.push_back(key + "=" + value);
+      }
+      std::vector<char*> envp;
+      for (auto& v : vars) {
+        envp.push_back(v.data());
+      }
+      envp.push_back(nullptr);
+      std::string bin = dir_ + "/bin/rdmanet";
+      char* argv[] = {bin.data(), nullptr};
+      execve(bin.c_str(), argv, envp.data());
+      _exit(127);
+    }
+    close(out_pipe[1]);
+    Output o;
+    char buf[4096];
+    ssize_t n = 0;
+    while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) {
+      o.out.append(buf, static_cast<size_t>(n));
+    }
+    close(out_pipe[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
     o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     o.err = read_all(input + ".err");
     return o;
@@ -439,6 +484,120 @@ TEST_F(Rdmanet, BadInputLeavesTheNodeUnchanged) {
     EXPECT_TRUE(state_files().empty()) << c.name;
     EXPECT_TRUE(leases().empty()) << c.name;
   }
+}
+
+// The rest of the bad-input matrix: what reaches the binary through its
+// environment and stdin, each refused with its code and a message naming the
+// culprit, before anything on the node changes.
+TEST_F(Rdmanet, HostileEnvironmentAndStdinLeaveTheNodeUnchanged) {
+  auto [port, peer] = make_ports();
+  std::string pod = make_pod();
+  const std::string netns = "/run/netns/" + pod;
+  const std::string good = conf({{"device", port}}).dump();
+  std::string big_id(10 * 1024, 'c');
+  json wrong_version = conf({{"device", port}});
+  wrong_version["cniVersion"] = "9.9.9";
+  json no_version = conf({{"device", port}});
+  no_version.erase("cniVersion");
+  json name_number = conf({{"device", port}});
+  name_number["name"] = 42;
+  json bad_prev = conf({{"device", port}});
+  bad_prev["prevResult"] = {{"interfaces", "eth0"}};
+  std::string huge = conf({{"device", port}, {"padding", std::string(5 << 20, 'x')}}).dump();
+
+  struct Case {
+    std::string name;
+    std::map<std::string, std::string> env;  // overrides; "" removes the variable
+    std::string stdin_text;
+    int code;
+    std::string culprit;
+  };
+  std::vector<Case> cases = {
+      {"no CNI_COMMAND", {{"CNI_COMMAND", ""}}, good, 4, "CNI_COMMAND"},
+      {"unknown CNI_COMMAND", {{"CNI_COMMAND", "EXPLODE"}}, good, 4, "EXPLODE"},
+      {"no CNI_CONTAINERID", {{"CNI_CONTAINERID", ""}}, good, 3, "CNI_CONTAINERID"},
+      {"no CNI_NETNS", {{"CNI_NETNS", ""}}, good, 4, "CNI_NETNS"},
+      {"no CNI_IFNAME", {{"CNI_IFNAME", ""}}, good, 4, "CNI_IFNAME"},
+      {"no CNI_PATH", {{"CNI_PATH", ""}}, good, 4, "CNI_PATH"},
+      {"container id with /", {{"CNI_CONTAINERID", "a/../../etc"}}, good, 4, "a/../../etc"},
+      {"container id ..", {{"CNI_CONTAINERID", ".."}}, good, 4, "CNI_CONTAINERID"},
+      {"container id with a control char",
+       {{"CNI_CONTAINERID",
+         "ab\x01"
+         "cd"}},
+       good,
+       4,
+       "CNI_CONTAINERID"},
+      {"container id starting with -", {{"CNI_CONTAINERID", "-rf"}}, good, 4, "-rf"},
+      {"ifname with /", {{"CNI_IFNAME", "a/b"}}, good, 4, "a/b"},
+      {"ifname .", {{"CNI_IFNAME", "."}}, good, 4, "CNI_IFNAME"},
+      {"ifname of 16 chars", {{"CNI_IFNAME", "abcdefghijklmnop"}}, good, 4, "abcdefghijklmnop"},
+      {"ifname with a space", {{"CNI_IFNAME", "net 1"}}, good, 4, "net 1"},
+      {"ifname with :", {{"CNI_IFNAME", "net:1"}}, good, 4, "net:1"},
+      {"CNI_ARGS without =", {{"CNI_ARGS", "FOO"}}, good, 4, "FOO"},
+      {"unknown CNI_ARGS key", {{"CNI_ARGS", "BAR=1"}}, good, 4, "BAR"},
+      {"empty stdin", {}, "", 6, "stdin"},
+      {"malformed JSON", {}, "{\"cniVersion\": ", 6, "JSON"},
+      {"truncated config", {}, good.substr(0, good.size() / 2), 6, "JSON"},
+      {"a JSON array", {}, "[1, 2]", 6, "object"},
+      {"name of the wrong type", {}, name_number.dump(), 7, "name"},
+      {"unknown cniVersion", {}, wrong_version.dump(), 1, "9.9.9"},
+      {"no cniVersion", {}, no_version.dump(), 1, "cniVersion"},
+      {"stdin over 4 MiB", {}, huge, 6, "MiB"},
+      {"malformed prevResult", {}, bad_prev.dump(), 6, "prevResult"},
+  };
+  std::string before = sh("ip -br link show dev " + port) + sh("ip -br addr show dev " + port) +
+                       sh("ip -n " + pod + " -br link");
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> env = {
+        {"CNI_COMMAND", "ADD"},        {"CNI_CONTAINERID", "hostile"},
+        {"CNI_NETNS", netns},          {"CNI_IFNAME", "net1"},
+        {"CNI_PATH", dir_ + "/bin"},   {"CNI_ARGS", "IgnoreUnknown=0;K8S_POD_NAME=p"},
+        {"PATH", "/usr/sbin:/usr/bin"}};
+    for (const auto& [key, value] : c.env) {
+      if (value.empty()) {
+        env.erase(key);
+      } else {
+        env[key] = value;
+      }
+    }
+    auto out = run_raw(env, c.stdin_text);
+    EXPECT_EQ(out.exit_code, 1) << c.name << ": " << out.out.substr(0, 300);
+    EXPECT_EQ(out.code(), c.code) << c.name << ": " << out.out.substr(0, 300);
+    EXPECT_NE(out.msg().find(c.culprit), std::string::npos)
+        << c.name << ": " << out.msg().substr(0, 300);
+    EXPECT_EQ(sh("ip -br link show dev " + port) + sh("ip -br addr show dev " + port) +
+                  sh("ip -n " + pod + " -br link"),
+              before)
+        << c.name;
+    EXPECT_TRUE(state_files().empty()) << c.name;
+    EXPECT_TRUE(leases().empty()) << c.name;
+  }
+}
+
+TEST_F(Rdmanet, AnExhaustedPoolIsRefusedAndRolledBack) {
+  auto [first, other] = make_ports();
+  auto [second, other2] = make_ports();
+  // host-local in a /30 has one usable address besides the gateway.
+  auto pool = [&](const std::string& dev) {
+    json c = conf({{"device", dev}});
+    c["ipam"]["ranges"] = {{{{"subnet", "10.125.0.0/30"}}}};
+    c["ipam"].erase("routes");
+    return c;
+  };
+  std::string pod1 = make_pod();
+  std::string pod2 = make_pod();
+  ASSERT_EQ(cni("ADD", "first", pod1, pool(first)).exit_code, 0);
+  std::string mac = link_field(second, "address");
+  auto add = cni("ADD", "second", pod2, pool(second));
+  EXPECT_EQ(add.exit_code, 1);
+  EXPECT_NE(add.code(), 0) << add.out;
+  EXPECT_NE(add.msg().find("no IP addresses available"), std::string::npos) << add.msg();
+  EXPECT_TRUE(link_exists(second)) << "the device of the refused pod is back in the host";
+  EXPECT_EQ(link_field(second, "address"), mac);
+  EXPECT_FALSE(link_exists("net1", pod2));
+  EXPECT_EQ(cni("DEL", "second", pod2, pool(second)).exit_code, 0);
+  EXPECT_EQ(cni("DEL", "first", pod1, pool(first)).exit_code, 0);
 }
 
 TEST_F(Rdmanet, FailedAddRollsEverythingBack) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cni/device_info.h"
+#include "cni/hex.h"
 #include "netns/dcb.h"
 #include "netns/sysfs.h"
 #include "rdma/cm_defaults.h"
@@ -20,7 +21,9 @@ using rdma::Nldev;
 namespace {
 
 // RDMA device names can be reshuffled by parallel moves; every move runs under this
-// node-wide lock. Never held across another StateStore lock.
+// node-wide lock. Lock order: device -> pf -> rdma-netns, and none is taken twice in one
+// process (flock belongs to the open file: a second open of the same lock would wait on
+// the first forever).
 const char kRdmaLockKey[] = "rdma-netns";
 
 const char kHowToExclusive[] =
@@ -89,15 +92,11 @@ Status move_by_index(Nldev& from, int index, const std::string& name, const Netn
   if (dev->name != name) {
     spdlog::info("RDMA device {} (index {}) is now called {}", name, index, dev->name);
   }
-  return from.move(*dev, to);
-}
-
-uint32_t fnv1a(const std::string& text) {
-  uint32_t h = 2166136261U;
-  for (unsigned char c : text) {
-    h = (h ^ c) * 16777619U;
+  auto s = from.move(*dev, to);
+  if (s) {
+    spdlog::info("moved RDMA device {} (index {}) to netns {}", dev->name, index, to.path());
   }
-  return h;
+  return s;
 }
 
 }  // namespace
@@ -111,11 +110,12 @@ std::string soft_roce_name(const std::string& network, const std::string& contai
     safe += ok ? c : '_';
   }
   char hash[9];
-  snprintf(hash, sizeof hash, "%08x", fnv1a(network + "/" + container_id + "/" + ifname));
+  snprintf(hash, sizeof hash, "%08x",
+           static_cast<unsigned>(fnv1a64(network + "/" + container_id + "/" + ifname)));
   return "rxe_" + safe + "_" + hash;
 }
 
-Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev) {
+Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool after_reclaim) {
   RdmaPlan plan;
   const bool required = conf.rdma_isolation == RdmaIsolation::kRequired;
   auto host = Nldev::open();
@@ -153,7 +153,7 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev) {
     }
     // A device that a pod deleted without DEL comes back to the host by itself, about
     // half a second after its netns is gone (seen on 7.3): give it that time.
-    for (int i = 0; i < 20 && !device->has_value() && exclusive && !dev.pci.empty(); ++i) {
+    for (int i = 0; i < 20 && !device->has_value() && exclusive && after_reclaim; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       device = find_device(conf, dev, *host);
       if (!device) {
@@ -219,11 +219,17 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev) {
   return plan;
 }
 
-Status node_qos(const PluginConf& conf, const HostDevice& dev, netns::Rtnl& host_rtnl) {
+Status node_qos(StateStore& store, const PluginConf& conf, const HostDevice& dev,
+                netns::Rtnl& host_rtnl) {
   if (conf.dcb.empty()) {
     return ok_status();
   }
   const std::string& pf = dev.vf ? dev.pf_name : dev.link.name;
+  // One PF's DCB is read and written by every pod on it: one at a time.
+  auto lock = store.lock_device(dev.vf ? "pf-" + dev.vf->pf_pci : "pf-name-" + hex(pf));
+  if (!lock) {
+    return std::move(lock).error();
+  }
   if (conf.dcb_apply) {
     auto s = netns::apply_dcb(host_rtnl, pf, conf.dcb);
     if (!s) {
@@ -245,30 +251,160 @@ Status node_qos(const PluginConf& conf, const HostDevice& dev, netns::Rtnl& host
   return s;
 }
 
-Status rdma_before_netdev(StateStore& store, const RdmaPlan& plan, const Netns& pod,
-                          AttachmentState* state) {
-  if (!plan.active || !plan.device || !plan.infiniband) {
-    return ok_status();
+namespace {
+
+RdmaRecord record_of(const PluginConf& conf, const RdmaPlan& plan) {
+  RdmaRecord rec;
+  rec.port = plan.port;
+  rec.node_mode = rdma::netns_mode_name(plan.node_mode);
+  rec.configfs_root = conf.configfs_root;
+  if (plan.device) {
+    rec.device = plan.device->name;
+    rec.index = static_cast<int>(plan.device->index);
   }
-  state->rdma = RdmaRecord{};
-  state->rdma->device = plan.device->name;
-  state->rdma->index = static_cast<int>(plan.device->index);
-  state->rdma->port = plan.port;
-  state->rdma->node_mode = rdma::netns_mode_name(plan.node_mode);
-  if (!plan.move) {
-    return store.save(*state);
-  }
-  state->rdma->moved = true;
+  return rec;
+}
+
+// Moves the recorded device into the pod; `moved` is on disk before the kernel is asked.
+Status move_into_pod(StateStore& store, const Netns& pod, AttachmentState* state) {
+  RdmaRecord& rec = *state->rdma;
+  rec.moved = true;
   if (auto s = store.save(*state); !s) {
     return s;
   }
-  return lock_and(store, [&]() -> Status {
+  auto s = lock_and(store, [&]() -> Status {
     auto host = Nldev::open();
     if (!host) {
       return std::move(host).error();
     }
-    return move_by_index(*host, state->rdma->index, state->rdma->device, pod);
+    if (auto dev = host->device(static_cast<uint32_t>(rec.index));
+        !dev && dev.error().kind() == ErrorKind::kDeviceNotFound) {
+      return Error(ErrorKind::kRdmaIsolation,
+                   "RDMA device " + rec.device + " (index " + std::to_string(rec.index) +
+                       ") is gone from the host netns before it could move into the pod");
+    }
+    return move_by_index(*host, rec.index, rec.device, pod);
   });
+  return s;
+}
+
+// The inverse. The kernel moves a device only for a caller whose own netns is the
+// device's (rdma_dev_change_netns checks current's netns), so the request is sent from
+// inside the pod netns. A device already home (or handed back by the kernel with a dead
+// netns) is fine.
+Status move_home(StateStore& store, const RdmaRecord& rec, const Netns& pod, const Netns& host) {
+  return lock_and(store, [&]() -> Status {
+    auto s = in_netns(pod, [&]() -> Status {
+      auto in_pod = Nldev::open();
+      if (!in_pod) {
+        return rdma::no_rdma_subsystem(in_pod.error()) ? ok_status()
+                                                       : Status(std::move(in_pod).error());
+      }
+      return move_by_index(*in_pod, rec.index, rec.device, host);
+    });
+    if (!s) {
+      // Not an isolation question on the way back: a plain kernel failure.
+      return Error(ErrorKind::kKernel, s.error().msg());
+    }
+    return s;
+  });
+}
+
+// soft-RoCE on the pod interface, created from inside the pod netns (where the netdev name
+// resolves); the kernel registers it in the initial netns.
+Status create_soft_roce(StateStore& store, const std::string& ifname, const Netns& pod,
+                        AttachmentState* state) {
+  RdmaRecord& rec = *state->rdma;
+  rec.device = soft_roce_name(state->network, state->container_id, ifname);
+  rec.created = true;
+  if (auto s = store.save(*state); !s) {
+    return s;
+  }
+  auto in_pod = open_in(pod);
+  if (!in_pod) {
+    return std::move(in_pod).error();
+  }
+  if (auto s = in_pod->add_rxe(rec.device, ifname); !s) {
+    return s;
+  }
+  auto host = Nldev::open();
+  if (!host) {
+    return std::move(host).error();
+  }
+  auto created = host->device(rec.device);
+  if (!created) {
+    return std::move(created).error();
+  }
+  rec.index = static_cast<int>(created->index);
+  spdlog::info("created soft-RoCE device {} (index {}) on {}", rec.device, rec.index, ifname);
+  return store.save(*state);
+}
+
+// The inverse: deletes it wherever it is (DEL has moved it home first). Gone with its
+// netdev is fine.
+Status delete_soft_roce(const RdmaRecord& rec, const std::optional<Netns>& pod, const Netns& host) {
+  std::vector<const Netns*> places{&host};
+  if (pod) {
+    places.push_back(&*pod);
+  }
+  for (const Netns* ns : places) {
+    auto nl = open_in(*ns);
+    if (!nl) {
+      return rdma::no_rdma_subsystem(nl.error()) ? ok_status() : Status(std::move(nl).error());
+    }
+    auto dev = nl->device(rec.device);
+    if (!dev) {
+      if (dev.error().kind() == ErrorKind::kDeviceNotFound) {
+        continue;
+      }
+      return std::move(dev).error();
+    }
+    if (auto s = nl->delete_link(*dev); !s) {
+      return s;
+    }
+    spdlog::info("deleted soft-RoCE device {}", rec.device);
+    break;
+  }
+  (void)rdma::remove_cm_group(rec.configfs_root, rec.device);
+  return ok_status();
+}
+
+// Waits for the RoCE v2 GIDs of the pod's addresses, as the pod sees the table.
+Expected<std::optional<rdma::GidReport>> report_gids(const PluginConf& conf, const Netns& pod,
+                                                     const std::vector<netns::IpAddress>& addresses,
+                                                     RdmaRecord* rec) {
+  using Report = std::optional<rdma::GidReport>;
+  auto timeout = std::chrono::milliseconds(conf.gid_timeout_ms);
+  auto report = rdma::wait_for_roce_gids(pod, rec->device, rec->port, addresses, timeout);
+  if (!report && conf.gid_timeout_ms == 0 && report.error().kind() == ErrorKind::kGidTimeout) {
+    spdlog::warn("{}", report.error().msg());  // 0: report what is there, never fail
+    return Report();
+  }
+  if (!report) {
+    Error e = std::move(report).error();
+    if (e.kind() == ErrorKind::kGidTimeout) {
+      return e.context("gidTimeout " + std::to_string(conf.gid_timeout_ms / 1000) + " s");
+    }
+    return e;
+  }
+  rec->gids = report->to_json();
+  spdlog::info("RDMA {} in {}: RoCE v2 GID index {} ({})", rec->device, pod.path(),
+               report->v2_index(), report->summary());
+  return Report(std::move(*report));
+}
+
+}  // namespace
+
+Status rdma_before_netdev(StateStore& store, const PluginConf& conf, const RdmaPlan& plan,
+                          const Netns& pod, AttachmentState* state) {
+  if (!plan.active || !plan.device || !plan.infiniband) {
+    return ok_status();
+  }
+  state->rdma = record_of(conf, plan);
+  if (!plan.move) {
+    return store.save(*state);
+  }
+  return move_into_pod(store, pod, state);
 }
 
 Expected<std::optional<rdma::GidReport>> rdma_after_netdev(
@@ -279,72 +415,22 @@ Expected<std::optional<rdma::GidReport>> rdma_after_netdev(
     return Report();
   }
   if (!state->rdma) {
-    state->rdma = RdmaRecord{};
-    state->rdma->port = plan.port;
-    state->rdma->node_mode = rdma::netns_mode_name(plan.node_mode);
-    if (plan.device) {
-      state->rdma->device = plan.device->name;
-      state->rdma->index = static_cast<int>(plan.device->index);
+    state->rdma = record_of(conf, plan);
+  }
+  if (conf.soft_roce) {
+    if (auto s = create_soft_roce(store, ifname, pod, state); !s) {
+      return std::move(s).error();
+    }
+  }
+  if (plan.move && !plan.infiniband) {
+    if (auto s = move_into_pod(store, pod, state); !s) {
+      return std::move(s).error();
     }
   }
   RdmaRecord& rec = *state->rdma;
-
-  if (conf.soft_roce) {
-    rec.device = soft_roce_name(state->network, state->container_id, ifname);
-    rec.created = true;
-    if (auto s = store.save(*state); !s) {
-      return std::move(s).error();
-    }
-    // Created from inside the pod netns, where the netdev name resolves; the kernel
-    // registers the device in the initial netns.
-    auto in_pod = open_in(pod);
-    if (!in_pod) {
-      return std::move(in_pod).error();
-    }
-    if (auto s = in_pod->add_rxe(rec.device, ifname); !s) {
-      return std::move(s).error();
-    }
-    auto host = Nldev::open();
-    if (!host) {
-      return std::move(host).error();
-    }
-    auto created = host->device(rec.device);
-    if (!created) {
-      return std::move(created).error();
-    }
-    rec.index = static_cast<int>(created->index);
-    if (auto s = store.save(*state); !s) {
-      return std::move(s).error();
-    }
-    spdlog::info("created soft-RoCE device {} (index {}) on {}", rec.device, rec.index, ifname);
-  }
-
-  if (plan.move && !plan.infiniband) {
-    rec.moved = true;
-    if (auto s = store.save(*state); !s) {
-      return std::move(s).error();
-    }
-    auto s = lock_and(store, [&]() -> Status {
-      auto host = Nldev::open();
-      if (!host) {
-        return std::move(host).error();
-      }
-      if (!host->device(static_cast<uint32_t>(rec.index))) {
-        return Error(ErrorKind::kRdmaIsolation,
-                     "RDMA device " + rec.device +
-                         " disappeared when its netdev moved into the "
-                         "pod (a software RDMA device is bound to its netdev's netns; set softRoce "
-                         "to have rdmanet create one inside the pod)");
-      }
-      return move_by_index(*host, rec.index, rec.device, pod);
-    });
-    if (!s) {
-      return std::move(s).error();
-    }
-    spdlog::info("moved RDMA device {} into {}", rec.device, pod.path());
-  }
-
-  // Set after any move: a move rebuilds the device's rdma_cm state.
+  // After any move: a move rebuilds the device's rdma_cm state. For a device the pod
+  // shares (not moved, not created) these are node-level settings of that device, like
+  // roce.dcb: every NAD on it should agree, and DEL leaves them.
   if (conf.roce_cm.tos || conf.roce_cm.mode) {
     if (auto s = rdma::set_cm_defaults(conf.configfs_root, rec.device, rec.port, conf.roce_cm);
         !s) {
@@ -352,31 +438,13 @@ Expected<std::optional<rdma::GidReport>> rdma_after_netdev(
       return e.context("roce");
     }
   }
-
   if (plan.infiniband || addresses.empty()) {
     return Report();
   }
   if (plan.node_mode == rdma::NetnsMode::kExclusive && !rec.moved) {
     return Report();  // the pod cannot see the device (plan_rdma warned)
   }
-  // 0: report what is there without waiting for it.
-  auto timeout = std::chrono::milliseconds(conf.gid_timeout_ms);
-  auto report = rdma::wait_for_roce_gids(pod, rec.device, rec.port, addresses, timeout);
-  if (!report && conf.gid_timeout_ms == 0 && report.error().kind() == ErrorKind::kGidTimeout) {
-    spdlog::warn("{}", report.error().msg());
-    return Report();
-  }
-  if (!report) {
-    Error e = std::move(report).error();
-    if (e.kind() == ErrorKind::kGidTimeout) {
-      return e.context("gidTimeout " + std::to_string(conf.gid_timeout_ms / 1000) + " s");
-    }
-    return e;
-  }
-  rec.gids = report->to_json();
-  spdlog::info("RDMA {} in {}: RoCE v2 GID index {} ({})", rec.device, pod.path(),
-               report->v2_index(), report->summary());
-  return Report(std::move(*report));
+  return report_gids(conf, pod, addresses, &rec);
 }
 
 void report_device_info(StateStore& store, const PluginConf& conf, const HostDevice& dev,
@@ -399,7 +467,11 @@ void report_device_info(StateStore& store, const PluginConf& conf, const HostDev
   }
   // Recorded first: DEL removes it even when ADD dies right after writing it.
   state->device_info_file = path;
-  (void)store.save(*state);
+  if (auto s = store.save(*state); !s) {
+    spdlog::warn("CNIDeviceInfoFile {} not written: {}", path, s.error().msg());
+    state->device_info_file.clear();
+    return;
+  }
   if (auto s = cni::write_device_info(path, info); !s) {
     spdlog::warn("CNIDeviceInfoFile: {}", s.error().msg());
   }
@@ -411,48 +483,16 @@ Status rdma_teardown(StateStore& store, const AttachmentState& state,
     return ok_status();
   }
   const RdmaRecord& rec = *state.rdma;
+  // Home first (a dead pod netns has handed it back already), then delete what we made.
+  if (rec.moved && pod && rec.index >= 0) {
+    if (auto s = move_home(store, rec, *pod, host); !s) {
+      return s;
+    }
+  }
   if (rec.created) {
-    // Wherever it is now: in the pod (moved) or the host. Gone with its netdev is fine.
-    std::vector<const Netns*> places;
-    if (pod) {
-      places.push_back(&*pod);
-    }
-    places.push_back(&host);
-    for (const Netns* ns : places) {
-      auto nl = open_in(*ns);
-      if (!nl) {
-        if (rdma::no_rdma_subsystem(nl.error())) {
-          return ok_status();
-        }
-        return std::move(nl).error();
-      }
-      auto dev = nl->device(rec.device);
-      if (!dev) {
-        if (dev.error().kind() == ErrorKind::kDeviceNotFound) {
-          continue;
-        }
-        return std::move(dev).error();
-      }
-      if (auto s = nl->delete_link(*dev); !s) {
-        return s;
-      }
-      spdlog::info("deleted soft-RoCE device {}", rec.device);
-      break;
-    }
-    (void)rdma::remove_cm_group(PluginConf{}.configfs_root, rec.device);
-    return ok_status();
+    return delete_soft_roce(rec, pod, host);
   }
-  if (!rec.moved || !pod || rec.index < 0) {
-    return ok_status();  // never moved, or the kernel returned it with the dead netns
-  }
-  return lock_and(store, [&]() -> Status {
-    auto in_pod = open_in(*pod);
-    if (!in_pod) {
-      return rdma::no_rdma_subsystem(in_pod.error()) ? ok_status()
-                                                     : Status(std::move(in_pod).error());
-    }
-    return move_by_index(*in_pod, rec.index, rec.device, host);
-  });
+  return ok_status();
 }
 
 }  // namespace rdmanet::plugin

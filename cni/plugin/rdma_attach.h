@@ -33,18 +33,20 @@ struct RdmaPlan {
 
 // Errors: rdmaIsolation "required" when the node is not in exclusive mode or there is no
 // device to move (105, naming the mode and how to change it); softRoce without an RDMA
-// subsystem (102).
-Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev);
+// subsystem (102). `after_reclaim`: a dead pod's attachment of this device was just torn
+// down, so its RDMA device may still be on its way back from the dead netns: wait for it.
+Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool after_reclaim);
 
 // roce.dcb, in the host netns before anything moves: PFC and DSCP->priority of the PF (the
 // VF's PF, else the device itself, the macvlan parent in macvlan mode). Policy "verify"
 // fails ADD (102) listing every difference; "apply" sets what differs. Node-level and shared
 // by every pod on the PF, so DEL leaves it.
-Status node_qos(const PluginConf& conf, const HostDevice& dev, netns::Rtnl& host_rtnl);
+Status node_qos(StateStore& store, const PluginConf& conf, const HostDevice& dev,
+                netns::Rtnl& host_rtnl);
 
 // Step for InfiniBand devices, before the netdev moves.
-Status rdma_before_netdev(StateStore& store, const RdmaPlan& plan, const netns::Netns& pod,
-                          AttachmentState* state);
+Status rdma_before_netdev(StateStore& store, const PluginConf& conf, const RdmaPlan& plan,
+                          const netns::Netns& pod, AttachmentState* state);
 
 // Steps after the pod interface is configured: create the soft-RoCE device, move the RDMA
 // device (RoCE), RDMA-CM defaults, wait for the RoCE v2 GIDs of `addresses` as the pod

@@ -92,7 +92,7 @@ json rdma_to_json(const RdmaRecord& r) {
           {"created", r.created},
           {"moved", r.moved},
           {"nodeMode", r.node_mode},
-          {"deviceInfoFile", r.device_info_file},
+          {"configfsRoot", r.configfs_root},
           {"gids", r.gids}};
 }
 
@@ -115,6 +115,9 @@ Expected<RdmaRecord> rdma_from_json(const json& doc, const std::string& where) {
   }
   if (st) {
     st = f.string("nodeMode", &r.node_mode);
+  }
+  if (st) {
+    st = f.string("configfsRoot", &r.configfs_root);
   }
   if (!st) {
     return std::move(st).error();
@@ -317,7 +320,8 @@ Expected<FileLock> StateStore::lock_device(const std::string& key) {
 
 std::string StateStore::attachment_path(const std::string& network, const std::string& container_id,
                                         const std::string& ifname) const {
-  return root_ + "/" + network + "/" + container_id + "." + hex(ifname) + ".json";
+  return root_ + "/" + bounded_name(network) + "/" + bounded_name(container_id) + "." +
+         hex(ifname) + ".json";
 }
 
 Expected<std::optional<AttachmentState>> StateStore::load(const std::string& network,

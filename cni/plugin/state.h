@@ -43,14 +43,14 @@ struct VfRecord {
 // The pod's RDMA device: which one, and what ADD did to it. Each flag is saved before the
 // change it records, so DEL undoes whatever a crashed ADD got to.
 struct RdmaRecord {
-  std::string device;            // its name when ADD found or created it
-  int index = -1;                // the kernel's RDMA device index, -1 until known
-  uint32_t port = 1;             // the port whose netdev is the pod interface
-  bool created = false;          // a soft-RoCE device rdmanet created; DEL deletes it
-  bool moved = false;            // moved into the pod netns; DEL moves it back
-  std::string node_mode;         // the node's RDMA netns mode at ADD ("shared", "exclusive")
-  std::string device_info_file;  // the CNIDeviceInfoFile ADD wrote
-  nlohmann::json gids;           // rdma::GidReport::to_json() once known
+  std::string device;         // its name when ADD found or created it
+  int index = -1;             // the kernel's RDMA device index, -1 until known
+  uint32_t port = 1;          // the port whose netdev is the pod interface
+  bool created = false;       // a soft-RoCE device rdmanet created; DEL deletes it
+  bool moved = false;         // moved into the pod netns; DEL moves it back
+  std::string node_mode;      // the node's RDMA netns mode at ADD ("shared", "exclusive")
+  std::string configfs_root;  // where ADD found configfs (for the rdma_cm group)
+  nlohmann::json gids;        // rdma::GidReport::to_json() once known
 };
 
 struct AttachmentState {

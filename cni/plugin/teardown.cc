@@ -287,7 +287,7 @@ Status teardown(StateStore& store, const AttachmentState& state, const cni::Envi
 }
 
 Status claim_device(StateStore& store, const std::string& key, const AttachmentState& me,
-                    const cni::Environment& env, int ipam_timeout) {
+                    const cni::Environment& env, int ipam_timeout, bool* reclaimed) {
   auto holder = store.holder(key);
   if (!holder) {
     return std::move(holder).error();
@@ -312,6 +312,9 @@ Status claim_device(StateStore& store, const std::string& key, const AttachmentS
   }
   spdlog::warn("reclaiming device {} from container {}: its netns {} is gone", key,
                other.container_id, other.netns);
+  if (reclaimed != nullptr) {
+    *reclaimed = true;
+  }
   return teardown(store, other, env, ipam_timeout);
 }
 

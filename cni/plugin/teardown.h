@@ -18,7 +18,8 @@ Status teardown(StateStore& store, const AttachmentState& state, const cni::Envi
 // Makes sure no live attachment holds the device `key`: busy (101) while the
 // holder's pod netns lives; a holder whose netns is gone (missed DEL, node
 // reboot) is torn down and the device reclaimed.
+// *reclaimed says whether a holder was torn down.
 Status claim_device(StateStore& store, const std::string& key, const AttachmentState& me,
-                    const cni::Environment& env, int ipam_timeout);
+                    const cni::Environment& env, int ipam_timeout, bool* reclaimed = nullptr);
 
 }  // namespace rdmanet::plugin

@@ -156,5 +156,8 @@ no_leftovers() {
     [ "$_s" -eq 0 ] && [ "$_l" -eq 0 ]
 }
 
+# no_rdma_devices: this netns sees no RDMA device (and `rdma` itself worked).
+no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
+
 # show TEXT...: a line for the human reading the demo.
 show() { echo "DEMO| $*"; }

@@ -52,7 +52,7 @@ dev_b=$(pod_rdma_dev pod-b)
 check rdma-device-on-net1 sh -c "[ -n '$dev_a' ] && [ -n '$dev_b' ] && echo '$dev_a $dev_b'"
 check isolated-a-sees-only-own sh -c "[ \"\$($IP netns exec pod-a rdma dev show | wc -l)\" = 1 ]"
 check isolated-b-sees-only-own sh -c "[ \"\$($IP netns exec pod-b rdma dev show | wc -l)\" = 1 ]"
-check isolated-host-sees-none sh -c '[ -z "$(rdma dev show)" ]'
+check isolated-host-sees-none no_rdma_devices
 check state-records-move grep -q '"moved": *true' "$CNI_STATE/rail0/ctr-pod-a.6e657431.json"
 gi_a=$(reported_gid_index "$dev_a")
 gi_b=$(reported_gid_index "$dev_b")
@@ -63,6 +63,8 @@ check ibv-rc-pingpong pingpong pod-a "$dev_a" "${gi_a:-1}" pod-b "$dev_b" "${gi_
 check cni-check-a cni CHECK pod-a /tmp/a.json
 
 check cni-del-a cni DEL pod-a /tmp/a.json
+# DEL brings the device home (the path a hardware device takes), then deletes it.
+check device-a-moved-home-first grep "moved RDMA device $dev_a .* to netns /proc/thread-self/ns/net" "$CNI_LOG"
 check device-a-deleted sh -c "! $IP netns exec pod-a rdma dev show $dev_a 2>/dev/null && ! rdma dev show $dev_a 2>/dev/null"
 check port-a-back-in-host $IP link show va
 check cni-del-again-a cni DEL pod-a /tmp/a.json
@@ -70,7 +72,7 @@ check cni-del-again-a cni DEL pod-a /tmp/a.json
 # pod-b's netns goes away without DEL (a crashed runtime): its veth end dies
 # with it (and takes va along), the soft-RoCE device with its netdev.
 $IP netns del pod-b
-check nothing-stuck-after-netns-del wait_for 20 sh -c '[ -z "$(rdma dev show)" ]'
+check nothing-stuck-after-netns-del wait_for 20 no_rdma_devices
 check cni-del-b-after-netns-gone cni DEL pod-b /tmp/b.json
 check no-leftovers no_leftovers
 

@@ -45,7 +45,7 @@ else
     check required-refused sh -c "[ '$(json_num code /tmp/res-a.json)' = 105 ] && grep -q 'Operation not supported' /tmp/res-a.json && grep -q 'exclusive netns mode' /tmp/res-a.json"
 fi
 check port-back-unchanged sh -c "[ \"\$($IP -br link show va | awk '{print \$3}')\" = '$mac_before' ]"
-check no-soft-roce-left sh -c '[ -z "$(rdma dev show)" ]'
+check no-soft-roce-left no_rdma_devices
 check no-leftovers no_leftovers
 check del-after-failed-add cni DEL pod-a /tmp/a.json
 

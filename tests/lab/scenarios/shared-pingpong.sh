@@ -109,7 +109,16 @@ show "rping (rdma_cm) from pod-b to pod-a"
 check rping rping_client
 wait "$srv" || lab_result rping-server fail "$(cat /tmp/rping-server.log)"
 wait "$dump" || true
-check roce-tos-on-wire sh -c "grep -m1 'tos 0x6a' /tmp/tcpdump.log || { echo 'capture:'; cat /tmp/tcpdump.log; exit 1; }"
+# Every captured RoCE v2 packet carries the ToS, in both directions.
+tos_on_wire() {
+    _all=$(grep -c 'proto UDP' /tmp/tcpdump.log) _tos=$(grep -c 'tos 0x6a' /tmp/tcpdump.log)
+    _ab=$(grep -c "$ip_a\.[0-9]* > $ip_b\.4791" /tmp/tcpdump.log)
+    _ba=$(grep -c "$ip_b\.[0-9]* > $ip_a\.4791" /tmp/tcpdump.log)
+    echo "$_tos of $_all packets with tos 0x6a; $_ab a->b, $_ba b->a"
+    [ "$_all" -ge 2 ] && [ "$_tos" -eq "$_all" ] && [ "$_ab" -ge 1 ] && [ "$_ba" -ge 1 ] ||
+        { echo 'capture:'; cat /tmp/tcpdump.log; return 1; }
+}
+check roce-tos-on-wire tos_on_wire
 show "RoCE v2 packets captured on pod-b's net1:"
 grep -A1 'tos' /tmp/tcpdump.log | head -n 4 | sed 's/^/DEMO|   /'
 
@@ -120,7 +129,7 @@ for pod in a b; do
     check "cni-del-$pod" cni DEL "pod-$pod" "/tmp/$pod.json"
     check "cni-del-again-$pod" cni DEL "pod-$pod" "/tmp/$pod.json"
 done
-check soft-roce-devices-deleted sh -c '! rdma dev show | grep -q rxe_'
+check soft-roce-devices-deleted no_rdma_devices
 check ports-back-in-host sh -c "$IP link show va && $IP link show vb"
 check no-leftovers no_leftovers
 show "after DEL: host RDMA devices: $(rdma dev show | wc -l); va, vb back in the host"
