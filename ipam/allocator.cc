@@ -140,6 +140,11 @@ Expected<IpAddr> Allocator::allocate(Store& store, size_t set, const Lease& prot
     auto try_claim = [&](u128 o) -> Expected<bool> {
       Lease lease = proto;
       lease.ip = pool.address(o);
+      if (before_claim_) {
+        if (auto s = before_claim_(lease.ip); !s) {
+          return std::move(s).error();
+        }
+      }
       auto claimed = store.claim(lease);
       if (!claimed || *claimed) {
         return claimed;
@@ -214,6 +219,11 @@ Expected<IpAddr> Allocator::claim_requested(Store& store, size_t set, const IpAd
   }
   Lease lease = proto;
   lease.ip = ip;
+  if (before_claim_) {
+    if (auto s = before_claim_(ip); !s) {
+      return std::move(s).error();
+    }
+  }
   for (int round = 0; round < 2; ++round) {
     auto claimed = store.claim(lease);
     if (!claimed) {
@@ -270,6 +280,9 @@ Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
   if (!store) {
     return std::move(store).error();
   }
+  if (auto s = store->remove_stale_temporaries(); !s) {
+    return std::move(s).error();
+  }
   std::vector<std::optional<IpAddr>> held(pools_.size());
   auto record = store->read_record(who.owner);
   if (!record) {
@@ -303,9 +316,24 @@ Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
       (void)store->release(ip);
       note_taken(*store, set, ip, false, false);
     }
+    // The record as it was before this call (before_claim_ may have rewritten it).
+    (void)(*record ? store->write_record(**record) : store->remove_record(who.owner));
     (void)store->sync();
     return error;
   };
+  before_claim_ = [&](const IpAddr& candidate) {
+    Record r{who.owner, who.netns, {candidate}};
+    for (const auto& h : held) {
+      if (h) {
+        r.ips.push_back(*h);
+      }
+    }
+    return store->write_record(r);
+  };
+  struct Reset {
+    std::function<Status(const IpAddr&)>* fn;
+    ~Reset() { *fn = nullptr; }
+  } reset{&before_claim_};
   for (size_t set = 0; set < pools_.size(); ++set) {
     if (held[set]) {
       continue;
@@ -371,6 +399,9 @@ Status Allocator::del(const Owner& who) {
   auto store = open_store();
   if (!store) {
     return std::move(store).error();
+  }
+  if (auto s = store->remove_stale_temporaries(); !s) {
+    return s;
   }
   auto record = store->read_record(who);
   if (!record) {

@@ -81,6 +81,10 @@ class Allocator {
   std::function<bool(const std::string&)> netns_exists_;
   std::vector<Pool> pools_;
   std::vector<std::optional<Index>> indexes_;
+  // During add(): records the attachment as holding `ip` before its lease is linked, so no
+  // lease ever exists that its attachment's record does not name (a call killed between
+  // the two would otherwise leak the address past DEL).
+  std::function<Status(const IpAddr&)> before_claim_;
 };
 
 // The CNI result for an ADD.

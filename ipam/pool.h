@@ -3,8 +3,6 @@
 // to find a free ordinal without looking at any lease.
 #pragma once
 
-#include "cni/hex.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -12,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cni/hex.h"
 #include "ipam/config.h"
 #include "ipam/ip.h"
 

@@ -267,7 +267,6 @@ Store::Store(Store&& other) noexcept
       index_fd_(std::exchange(other.index_fd_, -1)),
       leases_dirty_(other.leases_dirty_),
       records_dirty_(other.records_dirty_),
-      tmp_counter_(other.tmp_counter_),
       unsynced_(std::exchange(other.unsynced_, {})) {}
 
 void Store::close_unsynced() {
@@ -288,7 +287,7 @@ Store::~Store() {
 
 Status Store::write_new(int dir_fd, const std::string& what, const std::string& content,
                         std::string* tmp_name) {
-  *tmp_name = kTmpPrefix + std::to_string(getpid()) + "-" + std::to_string(tmp_counter_++);
+  *tmp_name = temp_name(dir_fd);
   int fd = openat(dir_fd, tmp_name->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                   0600);
   if (fd < 0) {
@@ -523,7 +522,7 @@ Status Store::save_index(size_t set, const Index& index) {
     std::memcpy(content.data() + kIndexHeader, words.data(), words.size() * 8);
   }
   // Atomically replaced but not fsynced: the index is a hint (see store.h).
-  std::string tmp = kTmpPrefix + std::to_string(getpid()) + "-" + std::to_string(tmp_counter_++);
+  std::string tmp = temp_name(index_fd_);
   int fd =
       openat(index_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
@@ -557,6 +556,24 @@ Status Store::save_index_word(size_t set, const Index& index, size_t bit) {
   }
   close(fd);
   return s;
+}
+
+// One fixed temporary name per directory: every write runs under the store's exclusive
+// lock and links or renames its temporary away before the next one, so a name is never in
+// use twice, and what a killed call leaves behind is found without listing a directory.
+std::string Store::temp_name(int dir_fd) const {
+  return std::string(kTmpPrefix) + (dir_fd == leases_fd_    ? "lease"
+                                    : dir_fd == records_fd_ ? "record"
+                                                            : "index");
+}
+
+Status Store::remove_stale_temporaries() {
+  for (int fd : {leases_fd_, records_fd_, index_fd_}) {
+    if (unlinkat(fd, temp_name(fd).c_str(), 0) != 0 && errno != ENOENT) {
+      return io_error("removing " + temp_name(fd) + " in " + dir_, errno);
+    }
+  }
+  return ok_status();
 }
 
 Status Store::remove_temporaries() {

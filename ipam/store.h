@@ -111,7 +111,11 @@ class Store {
   // Writes the cursor and the bitmap word that holds `bit`.
   Status save_index_word(size_t set, const Index& index, size_t bit);
 
-  // Removes temporaries left by killed processes.
+  // Removes the temporaries a killed call can leave (one fixed name per directory); cheap,
+  // for every ADD and DEL.
+  Status remove_stale_temporaries();
+  // Removes every temporary, also those of older versions (".tmp-<pid>-<n>"): lists the
+  // directories, for sweeps and GC.
   Status remove_temporaries();
 
   // The file name of an attachment's record (exposed for tests).
@@ -123,6 +127,7 @@ class Store {
                    std::string* tmp_name);
 
   void close_unsynced();
+  std::string temp_name(int dir_fd) const;
 
   struct Unsynced {
     int fd;
@@ -135,7 +140,6 @@ class Store {
   int index_fd_ = -1;
   bool leases_dirty_ = false;
   bool records_dirty_ = false;
-  unsigned tmp_counter_ = 0;
   std::vector<Unsynced> unsynced_;  // written files whose data sync() still owes
 };
 

@@ -150,6 +150,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   state.device.alias = dev->link.alias;
   state.device.altnames = dev->link.altnames;
   state.device.pci = dev->pci;
+  state.device.up = dev->link.up();
   auto plan = plan_rdma(*conf, *dev, reclaimed);
   if (!plan) {
     return std::move(plan).error();
@@ -233,6 +234,9 @@ Status cmd_del(const cni::Call& call) {
   if (!state->has_value()) {
     // Nothing attached (repeated DEL, or DEL after a failed ADD that rolled
     // back). IPAM DEL is idempotent and frees anything a crash left behind.
+    if (auto s = store.forget(call.conf.name, call.env.container_id, call.env.ifname); !s) {
+      return s;
+    }
     if (call.conf.ipam_type.empty()) {
       return ok_status();
     }

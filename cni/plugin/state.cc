@@ -40,9 +40,13 @@ Expected<std::optional<std::string>> read_file(const std::string& path) {
   return std::optional<std::string>(ss.str());
 }
 
+// Removes a state file and the temporary a killed write of it can leave
+// (write_file_atomically writes <path>.tmp, then renames).
 Status remove_file(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return Error(ErrorKind::kIo, "remove " + path + ": " + std::strerror(errno));
+  for (const std::string& p : {path + ".tmp", path}) {
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+      return Error(ErrorKind::kIo, "remove " + p + ": " + std::strerror(errno));
+    }
   }
   return ok_status();
 }
@@ -220,7 +224,8 @@ json AttachmentState::to_json() const {
             {"alias", device.alias},
             {"altnames", device.altnames},
             {"pci", device.pci},
-            {"key", device.key}}},
+            {"key", device.key},
+            {"up", device.up}}},
           {"config", config},
           {"result", result}};
 }
@@ -258,6 +263,9 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
   }
   if (st) {
     st = d.integer("mtu", &mtu);
+  }
+  if (st) {
+    st = d.boolean("up", &s.device.up);
   }
   if (!st) {
     return std::move(st).error();
@@ -351,7 +359,12 @@ Status StateStore::save(const AttachmentState& state) {
 }
 
 Status StateStore::remove(const AttachmentState& state) {
-  return remove_file(attachment_path(state.network, state.container_id, state.ifname));
+  return forget(state.network, state.container_id, state.ifname);
+}
+
+Status StateStore::forget(const std::string& network, const std::string& container_id,
+                          const std::string& ifname) {
+  return remove_file(attachment_path(network, container_id, ifname));
 }
 
 Expected<std::optional<AttachmentState>> StateStore::holder(const std::string& key) const {

@@ -29,6 +29,7 @@ struct DeviceRecord {
   std::vector<std::string> altnames;  // removed before the move, restored after
   std::string pci;                    // PCI address when known
   std::string key;                    // lock/hold key
+  bool up = false;                    // administratively up before ADD took it down
 };
 
 // A VF whose settings ADD changed through its PF, and what they were before.
@@ -99,6 +100,10 @@ class StateStore {
                                                 const std::string& ifname) const;
   Status save(const AttachmentState& state);
   Status remove(const AttachmentState& state);
+  // Removes whatever is on disk of an attachment, also the temporary of a write that was
+  // killed before the first state file landed (nothing on the node changed before that).
+  Status forget(const std::string& network, const std::string& container_id,
+                const std::string& ifname);
 
   // The attachment (network, container id, ifname) holding a device, if any.
   Expected<std::optional<AttachmentState>> holder(const std::string& key) const;

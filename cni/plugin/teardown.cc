@@ -166,6 +166,9 @@ Status return_device(const AttachmentState& state, const std::optional<Netns>& p
       spdlog::warn("restore altname {} on {}: {}", altname, link->name, s.error().msg());
     }
   }
+  if (state.device.up) {
+    return netns::set_link_up(*rtnl, *link);
+  }
   return ok_status();
 }
 
