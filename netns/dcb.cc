@@ -126,7 +126,12 @@ void parse_app_table(nlattr* table, DcbState* state) {
   }
 }
 
+}  // namespace
+
 void parse_dcb_reply(const nlmsghdr* hdr, DcbState* state) {
+  if (hdr->nlmsg_len < NLMSG_LENGTH(sizeof(dcbmsg))) {
+    return;
+  }
   nlattr* attr = nullptr;
   int rem = 0;
   nlmsg_for_each_attr(attr, const_cast<nlmsghdr*>(hdr), sizeof(dcbmsg), rem) {
@@ -144,6 +149,8 @@ void parse_dcb_reply(const nlmsghdr* hdr, DcbState* state) {
     }
   }
 }
+
+namespace {
 
 // dcbnl answers a SET or DEL with a message of its own whose DCB_ATTR_IEEE carries the driver's
 // result in one byte: 0, or the negative errno cut to 8 bits.

@@ -19,6 +19,8 @@
 #include "cni/error.h"
 #include "netns/rtnl.h"
 
+struct nlmsghdr;
+
 namespace rdmanet::netns {
 
 constexpr int kDcbPriorities = 8;
@@ -94,6 +96,9 @@ class RtnlDcb : public DcbDevice {
   Rtnl& rtnl_;
   std::string ifname_;
 };
+
+// Decodes a DCB_CMD_IEEE_GET reply into state. Exposed for the fuzz target (tests/fuzz).
+void parse_dcb_reply(const nlmsghdr* hdr, DcbState* state);
 
 // The DCB settings of ifname (DCB_CMD_IEEE_GET).
 Expected<DcbState> read_dcb(Rtnl& rtnl, const std::string& ifname);

@@ -32,7 +32,7 @@ uint32_t attr_u32(const nlattr* attr) {
   return value;
 }
 
-LinkInfo parse_link(const nlmsghdr* hdr) {
+LinkInfo parse_link_unchecked(const nlmsghdr* hdr) {
   const auto* ifi = static_cast<const ifinfomsg*>(nlmsg_data(hdr));
   LinkInfo link;
   link.index = ifi->ifi_index;
@@ -103,7 +103,11 @@ Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name,
   }
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::optional<LinkInfo> found;
-  auto status = rtnl.query(req, what, [&](const nlmsghdr* hdr) { found = parse_link(hdr); });
+  auto status = rtnl.query(req, what, [&](const nlmsghdr* hdr) {
+    if (auto link = decode_link(hdr)) {
+      found = std::move(link);
+    }
+  });
   if (!status.ok()) {
     return std::move(status).error();
   }
@@ -143,6 +147,13 @@ uint32_t mode_value(MacvlanMode mode) {
 
 }  // namespace
 
+std::optional<LinkInfo> decode_link(const nlmsghdr* hdr) {
+  if (hdr->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) {
+    return std::nullopt;
+  }
+  return parse_link_unchecked(hdr);
+}
+
 bool LinkInfo::up() const { return (flags & IFF_UP) != 0; }
 
 Status check_link_name(const std::string& name) {
@@ -181,7 +192,11 @@ Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::vector<LinkInfo> links;
   auto status =
-      rtnl.query(req, "list links", [&](const nlmsghdr* hdr) { links.push_back(parse_link(hdr)); });
+      rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
+        if (auto link = decode_link(hdr)) {
+          links.push_back(std::move(*link));
+        }
+      });
   if (!status.ok()) {
     return std::move(status).error();
   }

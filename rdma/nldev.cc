@@ -5,6 +5,7 @@
 #include <netlink/msg.h>
 #include <rdma/rdma_netlink.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -24,8 +25,31 @@ NlRequest& put_u8(NlRequest& req, int attr, uint8_t value) { return req.put(attr
 
 using Attrs = nlattr * [RDMA_NLDEV_ATTR_MAX + 1];
 
+// The attributes read here, with their types: libnl then rejects a reply whose attribute
+// is too short for its type instead of letting a getter read past it.
+const std::array<nla_policy, RDMA_NLDEV_ATTR_MAX + 1>& policy() {
+  static const auto table = [] {
+    std::array<nla_policy, RDMA_NLDEV_ATTR_MAX + 1> p{};
+    for (int attr : {RDMA_NLDEV_ATTR_DEV_INDEX, RDMA_NLDEV_ATTR_PORT_INDEX,
+                     RDMA_NLDEV_ATTR_NDEV_INDEX}) {
+      p[attr].type = NLA_U32;
+    }
+    p[RDMA_NLDEV_ATTR_NODE_GUID].type = NLA_U64;
+    for (int attr : {RDMA_NLDEV_ATTR_PORT_STATE, RDMA_NLDEV_SYS_ATTR_NETNS_MODE}) {
+      p[attr].type = NLA_U8;
+    }
+    for (int attr :
+         {RDMA_NLDEV_ATTR_DEV_NAME, RDMA_NLDEV_ATTR_NDEV_NAME, RDMA_NLDEV_ATTR_DEV_PROTOCOL}) {
+      p[attr].type = NLA_STRING;
+    }
+    return p;
+  }();
+  return table;
+}
+
 bool parse(const nlmsghdr* hdr, Attrs& tb) {
-  return nlmsg_parse(const_cast<nlmsghdr*>(hdr), 0, tb, RDMA_NLDEV_ATTR_MAX, nullptr) == 0;
+  return nlmsg_parse(const_cast<nlmsghdr*>(hdr), 0, tb, RDMA_NLDEV_ATTR_MAX,
+                     const_cast<nla_policy*>(policy().data())) == 0;
 }
 
 std::string get_string(const nlattr* attr) {
@@ -61,6 +85,14 @@ Error not_here(Error e) {
 }
 
 }  // namespace
+
+std::optional<Device> decode_device(const nlmsghdr* hdr) {
+  Attrs tb{};
+  if (!parse(hdr, tb) || tb[RDMA_NLDEV_ATTR_DEV_INDEX] == nullptr) {
+    return std::nullopt;
+  }
+  return parse_device(tb);
+}
 
 const char* netns_mode_name(NetnsMode mode) {
   return mode == NetnsMode::kShared ? "shared" : "exclusive";

@@ -17,6 +17,8 @@
 #include "netns/netns.h"
 #include "netns/rtnl.h"
 
+struct nlmsghdr;
+
 namespace rdmanet::rdma {
 
 // RDMA_NLDEV_SYS_ATTR_NETNS_MODE: 1 = shared (every netns sees every device), 0 = exclusive
@@ -77,6 +79,10 @@ class Nldev {
 
   netns::Rtnl sock_;
 };
+
+// Decodes an RDMA_NLDEV_CMD_GET reply; std::nullopt without a device index. Exposed for
+// the fuzz target (tests/fuzz).
+std::optional<Device> decode_device(const nlmsghdr* hdr);
 
 // An RDMA device name that can be a path component (it comes from the kernel or a state
 // file, and names sysfs and configfs directories): not empty, ".", ".." or with a '/'.

@@ -22,11 +22,13 @@ def sha(data):
 
 
 class Reader(threading.Thread):
-    """Reads PATH over and over; records every content hash not in ALLOWED."""
+    """Reads PATH over and over; counts reads per content hash and records every
+    content not in ALLOWED."""
 
     def __init__(self, path, allowed):
         super().__init__(daemon=True)
         self.path, self.allowed, self.stop, self.reads, self.bad = path, allowed, False, 0, []
+        self.seen = {}
 
     def run(self):
         while not self.stop:
@@ -37,8 +39,15 @@ class Reader(threading.Thread):
                 self.bad.append("missing")
                 continue
             self.reads += 1
-            if sha(data) not in self.allowed:
+            digest = sha(data)
+            self.seen[digest] = self.seen.get(digest, 0) + 1
+            if digest not in self.allowed:
                 self.bad.append(len(data))
+
+    def wait_for(self, digest, seconds=60):
+        deadline = time.time() + seconds
+        while self.seen.get(digest, 0) == 0 and time.time() < deadline:
+            time.sleep(0.05)
 
 
 with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
@@ -63,17 +72,20 @@ with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
         f.write(old)
     open(os.path.join(binDir, ".rdmanet.rdmanet-tmp.999"), "w").close()
 
+    # The reader runs from before the install (it has read the old file) until it
+    # has read the new one, however slow the machine: it read across the replacement.
     reader = Reader(dest, {sha(old), sha(new)})
     reader.start()
-    time.sleep(0.2)
+    reader.wait_for(sha(old))
     r = run("--once")
-    time.sleep(0.2)
+    reader.wait_for(sha(new))
     reader.stop = True
     reader.join()
     check(r.returncode == 0, f"install --once exits 0 ({r.stderr.strip()})")
     check(not reader.bad, f"reader never saw a partial or missing file "
           f"({reader.reads} reads, bad: {reader.bad[:5]})")
-    check(reader.reads > 5, f"reader read the file while it was replaced ({reader.reads} reads)")
+    check(reader.seen.get(sha(old), 0) > 0 and reader.seen.get(sha(new), 0) > 0,
+          f"reader read the file before and after it was replaced ({reader.reads} reads)")
     for name in ("rdmanet", "rdmanet-ipam"):
         p = os.path.join(binDir, name)
         with open(p, "rb") as f, open(os.path.join(src, name), "rb") as g:
