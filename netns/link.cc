@@ -191,12 +191,11 @@ Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
   NlRequest req(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &ifi, sizeof ifi);
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::vector<LinkInfo> links;
-  auto status =
-      rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
-        if (auto link = decode_link(hdr)) {
-          links.push_back(std::move(*link));
-        }
-      });
+  auto status = rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
+    if (auto link = decode_link(hdr)) {
+      links.push_back(std::move(*link));
+    }
+  });
   if (!status.ok()) {
     return std::move(status).error();
   }

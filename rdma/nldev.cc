@@ -30,8 +30,8 @@ using Attrs = nlattr * [RDMA_NLDEV_ATTR_MAX + 1];
 const std::array<nla_policy, RDMA_NLDEV_ATTR_MAX + 1>& policy() {
   static const auto table = [] {
     std::array<nla_policy, RDMA_NLDEV_ATTR_MAX + 1> p{};
-    for (int attr : {RDMA_NLDEV_ATTR_DEV_INDEX, RDMA_NLDEV_ATTR_PORT_INDEX,
-                     RDMA_NLDEV_ATTR_NDEV_INDEX}) {
+    for (int attr :
+         {RDMA_NLDEV_ATTR_DEV_INDEX, RDMA_NLDEV_ATTR_PORT_INDEX, RDMA_NLDEV_ATTR_NDEV_INDEX}) {
       p[attr].type = NLA_U32;
     }
     p[RDMA_NLDEV_ATTR_NODE_GUID].type = NLA_U64;

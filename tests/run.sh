@@ -10,5 +10,12 @@ tests/deps.sh all
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ninja -C build
 tests/check_format.sh
-cd build
-ctest --output-on-failure --timeout 300 -j2
+(cd build && ctest --output-on-failure --timeout 300 -j2)
+
+# Fuzzing: clang, libFuzzer, everything under ASan+UBSan; each target replays
+# its seed corpus (tests/fuzz/corpus) and fuzzes for a bounded time.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DRDMANET_FUZZ=ON \
+  -DRDMANET_TESTS=OFF -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+  -DRDMANET_FUZZ_SECONDS=10
+ninja -C build-fuzz fuzz_targets
+(cd build-fuzz && ctest --output-on-failure -L fuzz -j2)

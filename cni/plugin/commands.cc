@@ -28,17 +28,22 @@ using netns::Rtnl;
 
 const char* mode_name(Mode mode) { return mode == Mode::kNetdev ? "netdev" : "macvlan"; }
 
+const PluginConf& defaults() {
+  static const PluginConf conf;
+  return conf;
+}
+
 // The state dir of a config, read leniently: DEL and GC must work even when
 // the rest of the config no longer loads.
 std::string state_dir_of(const cni::NetConf& net) {
-  const std::string fallback = PluginConf{}.state_dir;
+  const std::string fallback = defaults().state_dir;
   std::string dir = fallback;
   (void)cni::Fields(net.raw, "", ErrorKind::kInvalidConfig).string("stateDir", &dir);
   return dir.empty() || dir[0] != '/' ? fallback : dir;
 }
 
 int ipam_timeout_of(const cni::NetConf& net) {
-  int seconds = PluginConf{}.ipam_timeout_seconds;
+  int seconds = defaults().ipam_timeout_seconds;
   (void)cni::Fields(net.raw, "", ErrorKind::kInvalidConfig).integer("ipamTimeout", &seconds);
   return std::clamp(seconds, 1, 600);
 }

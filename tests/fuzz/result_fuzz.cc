@@ -10,8 +10,8 @@
 #include "cni/result.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto doc = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(data), size), nullptr,
-                                   false);
+  auto doc =
+      nlohmann::json::parse(std::string(reinterpret_cast<const char*>(data), size), nullptr, false);
   if (doc.is_discarded()) {
     return 0;
   }
@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!result) {
       continue;
     }
-    auto again = rdmanet::cni::decode_result(rdmanet::cni::encode_result(*result, version),
-                                             version, "result");
+    auto again = rdmanet::cni::decode_result(rdmanet::cni::encode_result(*result, version), version,
+                                             "result");
     if (!again) {
       abort();  // rdmanet wrote a result it cannot read back
     }
