@@ -2,100 +2,15 @@
 // fails, and a runner for the rdmanet-ipam binary.
 #pragma once
 
-#include <fcntl.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cerrno>
-#include <filesystem>
-#include <map>
-#include <string>
-#include <vector>
-
 #include "cni/temp_dir.h"
+#include "cni/test_process.h"
 
 namespace rdmanet::ipam::testing {
 
+using rdmanet::testutil::finish;
+using rdmanet::testutil::Outcome;
+using rdmanet::testutil::run;
+using rdmanet::testutil::spawn;
 using rdmanet::testutil::TempDir;
-
-struct Outcome {
-  int status = 0;  // exit code, or -signal
-  std::string out;
-};
-
-// Starts `binary` with exactly `env` and `input` on stdin; returns its pid and
-// a pipe fd carrying its stdout. stdin is fed from a file so the child never
-// blocks on us.
-inline pid_t spawn(const std::string& binary, const std::map<std::string, std::string>& env,
-                   const std::string& input, const std::string& scratch_dir, int* out_fd) {
-  static int counter = 0;
-  std::string in_path =
-      scratch_dir + "/stdin." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  int in_fd = open(in_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (in_fd < 0 || write(in_fd, input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
-    return -1;
-  }
-  lseek(in_fd, 0, SEEK_SET);
-  unlink(in_path.c_str());
-  std::array<int, 2> out{};
-  if (pipe2(out.data(), O_CLOEXEC) != 0) {
-    close(in_fd);
-    return -1;
-  }
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) {
-    env_strings.push_back(k + "=" + v);
-  }
-  std::vector<char*> envp;
-  for (auto& s : env_strings) {
-    envp.push_back(s.data());
-  }
-  envp.push_back(nullptr);
-  std::string bin = binary;
-  std::array<char*, 2> argv = {bin.data(), nullptr};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in_fd, 0);
-    dup2(out[1], 1);
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 2);
-    execve(bin.c_str(), argv.data(), envp.data());
-    _exit(127);
-  }
-  close(in_fd);
-  close(out[1]);
-  *out_fd = out[0];
-  return pid;
-}
-
-inline Outcome finish(pid_t pid, int out_fd) {
-  Outcome run;
-  std::array<char, 4096> buf{};
-  ssize_t n = 0;
-  while ((n = read(out_fd, buf.data(), buf.size())) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) {
-      run.out.append(buf.data(), static_cast<size_t>(n));
-    }
-  }
-  close(out_fd);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return run;
-}
-
-inline Outcome run(const std::string& binary, const std::map<std::string, std::string>& env,
-                   const std::string& input, const std::string& scratch_dir) {
-  int out_fd = -1;
-  pid_t pid = spawn(binary, env, input, scratch_dir, &out_fd);
-  if (pid < 0) {
-    return {-1000, "spawn failed"};
-  }
-  return finish(pid, out_fd);
-}
 
 }  // namespace rdmanet::ipam::testing

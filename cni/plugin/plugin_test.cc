@@ -3,7 +3,6 @@
 // macvlan links; Debian's reference host-local (and tuning) as peers. A fake
 // sysfs tree maps PCI and auxiliary device ids to the veth links, because
 // this machine has no PCI NICs to spare.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
@@ -21,6 +20,7 @@
 #include <thread>
 
 #include "cni/temp_dir.h"
+#include "cni/test_process.h"
 
 namespace {
 
@@ -156,44 +156,10 @@ class Rdmanet : public testing::Test {
 
   // Runs the binary with exactly this environment and stdin.
   Output run_raw(const std::map<std::string, std::string>& env, const std::string& stdin_text) {
-    std::string input = dir_ + "/stdin-" + std::to_string(calls_++) + ".raw";
-    std::ofstream(input, std::ios::binary) << stdin_text;
-    int out_pipe[2];
-    EXPECT_EQ(pipe(out_pipe), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int in = open(input.c_str(), O_RDONLY);
-      dup2(in, 0);
-      dup2(out_pipe[1], 1);
-      int err = open((input + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(err, 2);
-      close(out_pipe[0]);
-      std::vector<std::string> vars;
-      for (const auto& [key, value] : env) {
-        vars.push_back(key + "=" + value);
-      }
-      std::vector<char*> envp;
-      for (auto& v : vars) {
-        envp.push_back(v.data());
-      }
-      envp.push_back(nullptr);
-      std::string bin = dir_ + "/bin/rdmanet";
-      char* argv[] = {bin.data(), nullptr};
-      execve(bin.c_str(), argv, envp.data());
-      _exit(127);
-    }
-    close(out_pipe[1]);
+    auto run = rdmanet::testutil::run(dir_ + "/bin/rdmanet", env, stdin_text, dir_);
     Output o;
-    char buf[4096];
-    ssize_t n = 0;
-    while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) {
-      o.out.append(buf, static_cast<size_t>(n));
-    }
-    close(out_pipe[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = read_all(input + ".err");
+    o.exit_code = run.status;
+    o.out = std::move(run.out);
     return o;
   }
 

@@ -181,21 +181,18 @@ floor_del() { batch "$pod_w" "$pod_r" "link set dev eth0 netns $$ name $dev_c"; 
 # One ADD+DEL cycle of each contender, checked (result address, link gone
 # from / back in the host) outside the timed part.
 out="$work/out.json"
-cycle_a() {
-  timed_cni "$ours" "$work/bin" ADD "c$1" "$ns_a" "$conf_a" "$out"
-  echo "$us" >>"$work/a.add"
-  [[ "$(<"$out")" == *'"198.18.0.'* && ! -e "/sys/class/net/$dev_a" ]] || die "rdmanet ADD $1: $(<"$out")"
-  timed_cni "$ours" "$work/bin" DEL "c$1" "$ns_a" "$conf_a" "$out"
-  echo "$us" >>"$work/a.del"
-  [[ -e "/sys/class/net/$dev_a" ]] || die "rdmanet DEL $1 left $dev_a in the pod"
+# cycle_plugin TAG NAME PLUGIN CNI_PATH NETNS CONF DEVICE ADDR_PREFIX ID
+cycle_plugin() {
+  timed_cni "$3" "$4" ADD "c$9" "$5" "$6" "$out"
+  echo "$us" >>"$work/$1.add"
+  [[ "$(<"$out")" == *"\"$8"* && ! -e "/sys/class/net/$7" ]] || die "$2 ADD $9: $(<"$out")"
+  timed_cni "$3" "$4" DEL "c$9" "$5" "$6" "$out"
+  echo "$us" >>"$work/$1.del"
+  [[ -e "/sys/class/net/$7" ]] || die "$2 DEL $9 left $7 in the pod"
 }
+cycle_a() { cycle_plugin a rdmanet "$ours" "$work/bin" "$ns_a" "$conf_a" "$dev_a" 198.18.0. "$1"; }
 cycle_b() {
-  timed_cni "$REF_DIR/host-device" "$REF_DIR" ADD "c$1" "$ns_b" "$conf_b" "$out"
-  echo "$us" >>"$work/b.add"
-  [[ "$(<"$out")" == *'"198.18.1.'* && ! -e "/sys/class/net/$dev_b" ]] || die "host-device ADD $1: $(<"$out")"
-  timed_cni "$REF_DIR/host-device" "$REF_DIR" DEL "c$1" "$ns_b" "$conf_b" "$out"
-  echo "$us" >>"$work/b.del"
-  [[ -e "/sys/class/net/$dev_b" ]] || die "host-device DEL $1 left $dev_b in the pod"
+  cycle_plugin b host-device "$REF_DIR/host-device" "$REF_DIR" "$ns_b" "$conf_b" "$dev_b" 198.18.1. "$1"
 }
 cycle_c() {
   local t0=${EPOCHREALTIME/./}
