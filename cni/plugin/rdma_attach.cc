@@ -146,7 +146,9 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool
                      std::string(kHowToExclusive));
   }
 
-  if (conf.mode == Mode::kNetdev || !conf.soft_roce) {
+  // With softRoce the pod's device is the soft-RoCE one ADD creates: the netdev's own
+  // RDMA device (if any) plays no part.
+  if (!conf.soft_roce) {
     auto device = find_device(conf, dev, *host);
     if (!device) {
       return std::move(device).error();
@@ -176,7 +178,7 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool
   }
   // A software RDMA device (rxe, siw) has no bus parent and is bound to its netdev's
   // netns: moving the netdev into the pod destroys it.
-  if (plan.device && !conf.soft_roce && conf.mode == Mode::kNetdev) {
+  if (plan.device && conf.mode == Mode::kNetdev) {
     std::error_code ec;
     std::string parent = conf.sysfs_root + "/class/infiniband/" + plan.device->name + "/device";
     if (!std::filesystem::exists(parent, ec)) {
@@ -190,15 +192,6 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool
       spdlog::warn("{}", why);
       plan.device.reset();
     }
-  }
-  if (conf.soft_roce && plan.device) {
-    spdlog::info("softRoce: {} already has RDMA device {}; creating a soft-RoCE device anyway",
-                 dev.link.name, plan.device->name);
-  }
-  if (conf.soft_roce) {
-    plan.device.reset();  // the pod's device is the soft-RoCE one ADD creates
-    plan.port = 1;
-    plan.infiniband = false;
   }
   plan.active = plan.device.has_value() || conf.soft_roce;
 
