@@ -31,9 +31,10 @@ bool lists(const Record& record, const IpAddr& ip) {
 }  // namespace
 
 Allocator::Allocator(IpamConfig config, std::string store_dir,
-                     std::function<bool(const std::string&)> netns_exists)
+                     std::function<bool(const std::string&)> netns_exists, BlockSource* blocks)
     : config_(std::move(config)),
       dir_(std::move(store_dir)),
+      blocks_(blocks),
       netns_exists_(netns_exists ? std::move(netns_exists) : default_netns_exists) {
   for (const auto& set : config_.range_sets) {
     pools_.emplace_back(set, config_.exclude);
@@ -129,6 +130,26 @@ void Allocator::note_taken(Store& store, size_t set, const IpAddr& ip, bool take
 
 Expected<IpAddr> Allocator::allocate(Store& store, size_t set, const Lease& proto,
                                      const std::vector<IpAddr>& keep) {
+  for (;;) {
+    const Pool& pool = pools_[set];
+    auto ip = allocate_in_pool(store, set, proto, keep);
+    if (ip || !blocks_ || ip.error().kind() != ErrorKind::kAddressUnavailable) {
+      return ip;
+    }
+    // Cluster mode: every block the node holds is full; claim another.
+    spdlog::info("{}: the node's blocks are full ({}): claiming another", pool.where(),
+                 pool.description());
+    if (auto s = blocks_->grow(store, set); !s) {
+      return std::move(s).error();
+    }
+    if (auto s = refresh_pools(store); !s) {
+      return std::move(s).error();
+    }
+  }
+}
+
+Expected<IpAddr> Allocator::allocate_in_pool(Store& store, size_t set, const Lease& proto,
+                                             const std::vector<IpAddr>& keep) {
   const Pool& pool = pools_[set];
   for (int round = 0; round < 2; ++round) {
     auto index = index_for(store, set);
@@ -217,6 +238,10 @@ Expected<IpAddr> Allocator::claim_requested(Store& store, size_t set, const IpAd
   if (auto why = pools_[set].reserved_reason(ip); !why.empty()) {
     return Error(ErrorKind::kAddressUnavailable, "requested address " + ip.str() + " " + why);
   }
+  if (blocks_ && !pools_[set].ordinal(ip)) {
+    return Error(ErrorKind::kAddressUnavailable,
+                 "requested address " + ip.str() + " is not in an address block this node holds");
+  }
   Lease lease = proto;
   lease.ip = ip;
   if (before_claim_) {
@@ -256,7 +281,26 @@ Expected<Store> Allocator::open_store() {
   // Another process may have changed the index since this object last held
   // the lock: read it afresh under the lock.
   indexes_.assign(pools_.size(), std::nullopt);
-  return Store::open(dir_);
+  auto store = Store::open(dir_);
+  if (store && blocks_) {
+    if (auto s = refresh_pools(*store); !s) {
+      return std::move(s).error();
+    }
+  }
+  return store;
+}
+
+Status Allocator::refresh_pools(Store& store) {
+  auto sets = blocks_->held(store);
+  if (!sets) {
+    return std::move(sets).error();
+  }
+  pools_.clear();
+  for (const auto& set : *sets) {
+    pools_.emplace_back(set, config_.exclude);
+  }
+  indexes_.assign(pools_.size(), std::nullopt);
+  return ok_status();
 }
 
 Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
@@ -413,7 +457,13 @@ Status Allocator::del(const Owner& who) {
   if (auto s = release_attachment(*store, who, (*record)->ips); !s) {
     return s;
   }
-  return store->sync();
+  if (auto s = store->sync(); !s) {
+    return s;
+  }
+  if (blocks_) {
+    blocks_->released(*store, (*record)->ips, false);
+  }
+  return ok_status();
 }
 
 Status Allocator::check(const Owner& who) {
@@ -529,6 +579,7 @@ Status Allocator::gc(const std::vector<Owner>& valid) {
     by_name[Store::record_name(r.owner)] = &r;
   }
   std::vector<Lease> kept;
+  std::vector<IpAddr> released;
   for (const auto& lease : *leases) {
     // Kept: a lease of a valid attachment that its record lists (a valid
     // attachment's orphans from a killed ADD go as well).
@@ -542,6 +593,7 @@ Status Allocator::gc(const std::vector<Owner>& valid) {
     if (auto s = store->release(lease.ip); !s) {
       return s;
     }
+    released.push_back(lease.ip);
   }
   for (const auto& r : *records) {
     if (!is_valid(r.owner)) {
@@ -556,13 +608,22 @@ Status Allocator::gc(const std::vector<Owner>& valid) {
   if (auto s = store->sync(); !s) {
     return s;
   }
-  return rebuild_indexes(*store, kept);
+  if (auto s = rebuild_indexes(*store, kept); !s) {
+    return s;
+  }
+  if (blocks_) {
+    blocks_->released(*store, released, true);
+  }
+  return ok_status();
 }
 
 Status Allocator::status() {
   auto store = open_store();
   if (!store) {
     return std::move(store).error();
+  }
+  if (blocks_) {
+    return ok_status();  // full blocks are no reason to refuse: ADD claims another
   }
   for (size_t set = 0; set < pools_.size(); ++set) {
     const Pool& pool = pools_[set];

@@ -41,12 +41,30 @@ struct Allocation {
   Range range;  // the range holding ip: prefix length and gateway for the result
 };
 
+// Cluster mode (cluster.h): the node hands out addresses only inside the
+// blocks it holds. Every call is made with the store locked.
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // The config's range sets cut down to the blocks the node holds now.
+  virtual Expected<std::vector<RangeSet>> held(Store& store) = 0;
+  // Range set `set` has no free address even after a sweep: claims one more
+  // block (a network call); an error when none can be had.
+  virtual Status grow(Store& store, size_t set) = 0;
+  // Addresses were released by DEL (`ips`) or GC (`every_block`: look at all
+  // blocks): blocks left empty long enough are given back. Failures are the
+  // source's to log.
+  virtual void released(Store& store, const std::vector<IpAddr>& ips, bool every_block) = 0;
+};
+
 class Allocator {
  public:
   // `store_dir` is <dataDir>/<network>. `netns_exists` decides rule 3 (tests
-  // replace it; the default stat()s the path).
+  // replace it; the default stat()s the path). `blocks`, when set, restricts
+  // allocation to the node's blocks (cluster mode) and must outlive the allocator.
   Allocator(IpamConfig config, std::string store_dir,
-            std::function<bool(const std::string&)> netns_exists = {});
+            std::function<bool(const std::string&)> netns_exists = {},
+            BlockSource* blocks = nullptr);
 
   // The attachment's addresses, one per range set: those it already holds, or
   // new ones (the requested address for a range set when there is one).
@@ -70,14 +88,20 @@ class Allocator {
   Status sweep(Store& store, const std::vector<IpAddr>& keep);
   Expected<IpAddr> allocate(Store& store, size_t set, const Lease& proto,
                             const std::vector<IpAddr>& keep);
+  Expected<IpAddr> allocate_in_pool(Store& store, size_t set, const Lease& proto,
+                                    const std::vector<IpAddr>& keep);
   Expected<IpAddr> claim_requested(Store& store, size_t set, const IpAddr& ip, const Lease& proto,
                                    const std::vector<IpAddr>& keep);
   Status release_attachment(Store& store, const Owner& owner, const std::vector<IpAddr>& ips);
   std::optional<size_t> set_of(const IpAddr& ip) const;
   void note_taken(Store& store, size_t set, const IpAddr& ip, bool taken, bool advance_cursor);
 
+  // Cluster mode: pools_ become the node's blocks, read under the lock.
+  Status refresh_pools(Store& store);
+
   IpamConfig config_;
   std::string dir_;
+  BlockSource* blocks_ = nullptr;
   std::function<bool(const std::string&)> netns_exists_;
   std::vector<Pool> pools_;
   std::vector<std::optional<Index>> indexes_;

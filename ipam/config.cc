@@ -112,6 +112,114 @@ Status parse_routes(const Fields& f, std::vector<cni::Route>* routes) {
   return ok_status();
 }
 
+// A whole number of seconds (JSON number), at least `min`.
+Status seconds_field(const Fields& f, const std::string& key, long long min, long long* out) {
+  if (auto s = f.integer64(key, out); !s) {
+    return s;
+  }
+  if (*out < min) {
+    return f.error(key,
+                   "must be at least " + std::to_string(min) + ", got " + std::to_string(*out));
+  }
+  return ok_status();
+}
+
+Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSet>& sets) {
+  Fields f(obj, "ipam.cluster", kInvalid);
+  ClusterConfig c;
+  if (auto s = f.integer("blockSize", &c.block_len_v4); !s) {
+    return std::move(s).error();
+  }
+  if (auto s = f.integer("blockSizeV6", &c.block_len_v6); !s) {
+    return std::move(s).error();
+  }
+  long long release = c.release_after.count();
+  if (auto s = seconds_field(f, "releaseAfter", 0, &release); !s) {
+    return std::move(s).error();
+  }
+  c.release_after = std::chrono::seconds(release);
+  if (auto s = f.string("nodeNameFile", &c.node_name_file); !s) {
+    return std::move(s).error();
+  }
+  if (c.node_name_file.empty() || c.node_name_file.front() != '/') {
+    return f.error("nodeNameFile", "must be an absolute path");
+  }
+  // Every range must split into blocks: the block no larger than the subnet,
+  // and at most 2^16 blocks per range (each is one etcd key).
+  for (const auto& set : sets) {
+    for (const auto& r : set.ranges) {
+      bool v6 = r.subnet.addr.v6;
+      int len = v6 ? c.block_len_v6 : c.block_len_v4;
+      const char* key = v6 ? "blockSizeV6" : "blockSize";
+      if (len < r.subnet.len || len > r.subnet.addr.bits() - 2) {
+        return f.error(key, "/" + std::to_string(len) + " does not fit " + r.where + ".subnet " +
+                                r.subnet.str() + " (between /" + std::to_string(r.subnet.len) +
+                                " and /" + std::to_string(r.subnet.addr.bits() - 2) + ")");
+      }
+      if (len - r.subnet.len > 16) {
+        return f.error(key, "/" + std::to_string(len) + " splits " + r.where + ".subnet " +
+                                r.subnet.str() + " into 2^" + std::to_string(len - r.subnet.len) +
+                                " blocks (at most 2^16)");
+      }
+    }
+  }
+  json etcd;
+  if (auto s = f.object("etcd", &etcd); !s) {
+    return std::move(s).error();
+  }
+  if (etcd.is_null()) {
+    return f.error("etcd", "is required in cluster mode");
+  }
+  Fields e(etcd, "ipam.cluster.etcd", kInvalid);
+  std::vector<std::string> urls;
+  if (auto s = e.string_list("endpoints", &urls); !s) {
+    return std::move(s).error();
+  }
+  if (urls.empty()) {
+    return e.error("endpoints", "must list at least one etcd member URL");
+  }
+  for (size_t n = 0; n < urls.size(); ++n) {
+    auto ep = parse_endpoint(urls[n]);
+    if (!ep) {
+      return Error(kInvalid,
+                   e.path("endpoints") + "[" + std::to_string(n) + "] " + ep.error().msg());
+    }
+    c.endpoints.push_back(std::move(*ep));
+  }
+  if (auto s = e.string("prefix", &c.prefix); !s) {
+    return std::move(s).error();
+  }
+  if (c.prefix.empty() || c.prefix.front() != '/') {
+    return e.error("prefix", "must start with /");
+  }
+  long long timeout = 5;
+  if (auto s = seconds_field(e, "timeout", 1, &timeout); !s) {
+    return std::move(s).error();
+  }
+  c.timeout = std::chrono::seconds(timeout);
+  json tls;
+  if (auto s = e.object("tls", &tls); !s) {
+    return std::move(s).error();
+  }
+  if (!tls.is_null()) {
+    Fields t(tls, "ipam.cluster.etcd.tls", kInvalid);
+    for (auto [key, out] : {std::pair{"ca", &c.tls.ca}, std::pair{"cert", &c.tls.cert},
+                            std::pair{"key", &c.tls.key}}) {
+      if (auto s = t.string(key, out); !s) {
+        return std::move(s).error();
+      }
+      if (!out->empty() && out->front() != '/') {
+        return t.error(key, "must be an absolute path");
+      }
+    }
+    if (c.tls.cert.empty() != c.tls.key.empty()) {
+      return t.error(c.tls.cert.empty() ? "cert" : "key",
+                     "is required with " + t.path(c.tls.cert.empty() ? "key" : "cert"));
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string RangeSet::describe() const {
@@ -215,6 +323,17 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
       return Error(kInvalid, decoded.error().msg());
     }
     config.dns = std::move(*decoded);
+  }
+  json cluster;
+  if (auto s = f.object("cluster", &cluster); !s) {
+    return std::move(s).error();
+  }
+  if (!cluster.is_null()) {
+    auto parsed = parse_cluster(cluster, config.range_sets);
+    if (!parsed) {
+      return std::move(parsed).error();
+    }
+    config.cluster = std::move(*parsed);
   }
   return config;
 }

@@ -1,25 +1,47 @@
 // rdmanet-ipam: node-local IPAM, host-local compatible, constant cost per
 // ADD/DEL at any number of leases. See ipam/README.md.
 #include <algorithm>
+#include <fstream>
 #include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "cni/json_fields.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
 #include "ipam/allocator.h"
+#include "ipam/cluster.h"
 #include "ipam/config.h"
 
 namespace rdmanet::ipam {
 namespace {
 
-Expected<Allocator> allocator_for(const cni::Call& call) {
+// The allocator of the call's network; in cluster mode with the node's blocks
+// (which must outlive it, hence one object).
+struct Network {
+  std::unique_ptr<ClusterBlocks> blocks;
+  std::unique_ptr<Allocator> allocator;
+  Allocator* operator->() const { return allocator.get(); }
+};
+
+Expected<Network> allocator_for(const cni::Call& call) {
   auto config = parse_ipam_config(call.conf.ipam);
   if (!config) {
     return std::move(config).error();
   }
+  Network net;
+  if (config->cluster) {
+    auto node = read_node_name(config->cluster->node_name_file);
+    if (!node) {
+      return std::move(node).error();
+    }
+    net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node);
+  }
   std::string dir = config->data_dir + "/" + call.conf.name;
-  return Allocator(std::move(*config), std::move(dir));
+  net.allocator =
+      std::make_unique<Allocator>(std::move(*config), std::move(dir), nullptr, net.blocks.get());
+  return net;
 }
 
 // Requested addresses from runtimeConfig.ips, args.cni.ips and CNI_ARGS IP=
@@ -70,7 +92,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   }
   Attachment who{owner_of(call), call.env.netns, call.args.k8s_pod_namespace,
                  call.args.k8s_pod_name, call.args.k8s_pod_uid};
-  auto allocations = allocator->add(who, *requested);
+  auto allocations = (*allocator)->add(who, *requested);
   if (!allocations) {
     return std::move(allocations).error();
   }
@@ -83,7 +105,7 @@ Status cmd_del(const cni::Call& call) {
   if (!allocator) {
     return std::move(allocator).error();
   }
-  return allocator->del(owner_of(call));
+  return (*allocator)->del(owner_of(call));
 }
 
 Status cmd_check(const cni::Call& call) {
@@ -91,7 +113,7 @@ Status cmd_check(const cni::Call& call) {
   if (!allocator) {
     return std::move(allocator).error();
   }
-  return allocator->check(owner_of(call));
+  return (*allocator)->check(owner_of(call));
 }
 
 Status cmd_gc(const cni::Call& call) {
@@ -103,7 +125,7 @@ Status cmd_gc(const cni::Call& call) {
   for (const auto& ref : call.conf.valid_attachments) {
     valid.push_back({ref.container_id, ref.ifname});
   }
-  return allocator->gc(valid);
+  return (*allocator)->gc(valid);
 }
 
 Status cmd_status(const cni::Call& call) {
@@ -111,13 +133,81 @@ Status cmd_status(const cni::Call& call) {
   if (!allocator) {
     return std::move(allocator).error();
   }
-  return allocator->status();
+  return (*allocator)->status();
+}
+
+// `rdmanet-ipam cluster blocks|reclaim-node CONFIG [NODE]`: the operator's
+// view of a cluster-mode network's blocks, and the reclaim of a node that is
+// gone. CONFIG is the network config (or conflist) as the NAD carries it.
+int cluster_main(const std::vector<std::string>& args) {
+  auto usage = [] {
+    std::cerr << "usage: rdmanet-ipam cluster blocks CONFIG\n"
+                 "       rdmanet-ipam cluster reclaim-node CONFIG NODE\n";
+    return 2;
+  };
+  if (args.size() < 2 || (args[0] == "blocks" && args.size() != 2) ||
+      (args[0] == "reclaim-node" && args.size() != 3) ||
+      (args[0] != "blocks" && args[0] != "reclaim-node")) {
+    return usage();
+  }
+  std::ifstream in(args[1]);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto doc = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!in || !doc.is_object()) {
+    std::cerr << args[1] << ": not a readable JSON network config\n";
+    return 1;
+  }
+  std::string network = doc.value("name", "");
+  nlohmann::json ipam = doc.value("ipam", nlohmann::json());
+  if (doc.contains("plugins") && doc["plugins"].is_array()) {
+    for (const auto& p : doc["plugins"]) {
+      if (p.is_object() && p.contains("ipam") && p["ipam"].value("type", "") == "rdmanet-ipam") {
+        ipam = p["ipam"];
+        break;
+      }
+    }
+  }
+  auto config = parse_ipam_config(ipam);
+  if (!config || !config->cluster || network.empty()) {
+    std::cerr << args[1] << ": "
+              << (!config           ? config.error().msg()
+                  : network.empty() ? std::string("has no name")
+                                    : std::string("has no ipam.cluster section"))
+              << "\n";
+    return 1;
+  }
+  if (args[0] == "blocks") {
+    auto owners = list_block_owners(*config, network);
+    if (!owners) {
+      std::cerr << owners.error().msg() << "\n";
+      return 1;
+    }
+    for (const auto& o : *owners) {
+      std::cout << o.block.str() << " " << (o.node.empty() ? "?" : o.node) << " " << o.claimed_at
+                << "\n";
+    }
+    return 0;
+  }
+  auto gone = reclaim_node_blocks(*config, network, args[2]);
+  if (!gone) {
+    std::cerr << gone.error().msg() << "\n";
+    return 1;
+  }
+  for (const auto& b : *gone) {
+    std::cout << "reclaimed " << b.str() << " from " << args[2] << "\n";
+  }
+  std::cout << gone->size() << " blocks of " << args[2] << " reclaimed\n";
+  return 0;
 }
 
 }  // namespace
 }  // namespace rdmanet::ipam
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "cluster") {
+    return rdmanet::ipam::cluster_main({argv + 2, argv + argc});
+  }
   if (argc >= 2 && std::string(argv[1]) == "validate") {
     // Checks the ipam sections of type rdmanet-ipam in example and deployment configs.
     rdmanet::cni::Validator validator{"rdmanet-ipam", rdmanet::cni::ValidateWhat::kIpamType,

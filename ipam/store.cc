@@ -342,6 +342,11 @@ Expected<std::optional<Lease>> Store::read_lease(const IpAddr& ip) const {
   return std::optional<Lease>(parse_lease(ip, **text));
 }
 
+bool Store::has_lease(const IpAddr& ip) const {
+  struct stat st {};
+  return fstatat(leases_fd_, ip.str().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
 Status Store::release(const IpAddr& ip) {
   std::string name = ip.str();
   if (unlinkat(leases_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {

@@ -91,6 +91,8 @@ class Store {
   // nullopt when the address has no lease; an unparseable file gives a Lease
   // with readable == false.
   Expected<std::optional<Lease>> read_lease(const IpAddr& ip) const;
+  // Whether the address has a lease file (one fstatat; errors count as yes).
+  bool has_lease(const IpAddr& ip) const;
   // Removes the lease file; succeeds when there is none.
   Status release(const IpAddr& ip);
   // Every lease (O(leases): sweeps, GC and index rebuilds only).

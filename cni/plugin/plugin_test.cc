@@ -836,8 +836,9 @@ TEST_F(Rdmanet, ConcurrentAddsForOneDeviceHandItToOnePod) {
   std::vector<Output> results(kPods);
   std::vector<std::thread> threads;
   for (int i = 0; i < kPods; ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = cni("ADD", "race" + std::to_string(i), pods[i], conf({{"device", port}}));
+    // (clang 14 cannot capture a structured binding.)
+    threads.emplace_back([&, i, device = port] {
+      results[i] = cni("ADD", "race" + std::to_string(i), pods[i], conf({{"device", device}}));
     });
   }
   for (auto& t : threads) {

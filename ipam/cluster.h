@@ -1,0 +1,93 @@
+// Cluster mode: addresses unique across every node of a cluster, with no
+// network call on the common path.
+//
+// Each range is cut into aligned blocks (blockSize, e.g. /26). A node claims
+// a whole block in etcd with a transaction that succeeds only if the block's
+// key does not exist yet (create_revision == 0), and lists the blocks it holds
+// in its node store (<dataDir>/<network>/blocks.json). Addresses are then
+// allocated inside those blocks exactly as in node mode (same store, same
+// locks, same speed); etcd is asked only when every block the node holds is
+// full. See ipam/README.md "Cluster mode" for the guarantees.
+//
+// etcd layout, per network:
+//   <prefix>/<network>/blocks/<block, "/" as "_">  {"node": ..., "claimedAt": ...}
+//
+// Crash safety: a block is claimed in etcd before the node lists it, and
+// unlisted before it is released in etcd. A kill in between leaves a block
+// that etcd says is the node's but the node does not list; the next claim
+// adopts it. Never the reverse, which would hand out addresses of a block
+// another node may claim.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipam/allocator.h"
+#include "ipam/config.h"
+#include "ipam/etcd.h"
+#include "ipam/store.h"
+
+namespace rdmanet::ipam {
+
+// A block the node holds, as recorded in blocks.json.
+struct HeldBlock {
+  Prefix block;
+  int64_t revision = 0;                // etcd mod_revision of the claim: a release compares it
+  std::optional<int64_t> empty_since;  // unix seconds; set by the DEL that emptied it
+};
+
+// Reads the node name the DaemonSet wrote; kTryAgainLater when it has not
+// yet, kInvalidConfig when it is not a Kubernetes node name.
+Expected<std::string> read_node_name(const std::string& file);
+
+// Every block of range set `set` (in address order), clipped to its ranges.
+std::vector<Prefix> blocks_of(const IpamConfig& config, size_t set);
+
+// The etcd key of a block and back.
+std::string block_key(const ClusterConfig& c, const std::string& network, const Prefix& block);
+std::string blocks_prefix(const ClusterConfig& c, const std::string& network);
+
+class ClusterBlocks final : public BlockSource {
+ public:
+  // `config.cluster` must be set.
+  ClusterBlocks(IpamConfig config, std::string network, std::string node,
+                std::function<int64_t()> now = {});
+
+  Expected<std::vector<RangeSet>> held(Store& store) override;
+  Status grow(Store& store, size_t set) override;
+  void released(Store& store, const std::vector<IpAddr>& ips, bool every_block) override;
+
+ private:
+  Expected<std::vector<HeldBlock>> load(Store& store) const;
+  Status save(Store& store, const std::vector<HeldBlock>& blocks) const;
+  std::optional<size_t> set_of(const Prefix& block) const;
+  bool empty(Store& store, const Prefix& block) const;
+
+  const ClusterConfig& cluster() const { return *config_.cluster; }
+
+  IpamConfig config_;
+  std::string network_;
+  std::string node_;
+  std::function<int64_t()> now_;
+  EtcdClient etcd_;
+};
+
+// Operator views and actions (rdmanet-ipam cluster ...).
+struct BlockOwner {
+  Prefix block;
+  std::string node;
+  std::string claimed_at;
+  int64_t mod_revision = 0;
+};
+Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
+                                                    const std::string& network);
+// Deletes every block `node` holds in etcd (each only if unchanged since it was
+// read); returns the blocks deleted. For a node that is gone: see the README.
+Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
+                                                  const std::string& network,
+                                                  const std::string& node);
+
+}  // namespace rdmanet::ipam

@@ -1,0 +1,106 @@
+// A small etcd v3 client for cluster-mode IPAM (see cluster.h): the KV range
+// and txn calls of etcd's HTTP/JSON gateway (POST /v3/kv/range, /v3/kv/txn;
+// keys and values base64, 64-bit numbers as strings), over TCP or TLS.
+//
+// Why the JSON gateway and not gRPC: rdmanet-ipam is a short-lived CNI binary
+// that makes one or two calls when its node needs a new address block, and it
+// must depend on nothing but glibc (tests/elf_deps.sh). The gateway needs an
+// HTTP/1.0 request and OpenSSL, which links statically; gRPC would bring
+// protobuf, abseil and c-ares for the same two calls.
+//
+// Every call has one deadline for everything (DNS, connect, TLS handshake,
+// request, answer) across all endpoints. A member that refuses, times out,
+// answers 5xx or "unavailable" (no leader during an election) is skipped for
+// the next one, round after round, until the deadline: then the call fails
+// with kTryAgainLater naming every endpoint and its last error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cni/error.h"
+
+namespace rdmanet::ipam {
+
+struct EtcdTls {
+  std::string ca;    // PEM file of the CA that signed the members' certificates
+  std::string cert;  // client certificate (PEM), for --client-cert-auth
+  std::string key;   // its private key (PEM)
+  bool operator==(const EtcdTls&) const = default;
+};
+
+struct EtcdEndpoint {
+  bool tls = false;
+  std::string host;  // name or address, without brackets
+  uint16_t port = 0;
+  std::string url;  // as configured, for messages
+};
+
+// "http://127.0.0.1:2379", "https://etcd-0.example:2379", "https://[fd00::1]:2379".
+Expected<EtcdEndpoint> parse_endpoint(const std::string& url);
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+};
+
+// One comparison of a transaction; etcd's Compare with result EQUAL.
+struct Compare {
+  enum class Target { kCreateRevision, kModRevision };
+  Target target = Target::kCreateRevision;
+  std::string key;
+  int64_t revision = 0;
+};
+
+// One operation of a transaction: a put (value set) or a delete.
+struct Op {
+  std::string key;
+  std::optional<std::string> put_value;  // nullopt: delete the key
+};
+
+struct TxnResult {
+  bool succeeded = false;
+  int64_t revision = 0;  // the store revision after the txn (a put's mod_revision)
+};
+
+class EtcdClient {
+ public:
+  EtcdClient(std::vector<EtcdEndpoint> endpoints, EtcdTls tls, std::chrono::milliseconds timeout);
+  ~EtcdClient();
+  EtcdClient(EtcdClient&&) noexcept;
+  EtcdClient& operator=(EtcdClient&&) noexcept;
+
+  // Every key in [key, range_end); range_end empty: the key alone.
+  Expected<std::vector<KeyValue>> range(const std::string& key, const std::string& range_end);
+  // If every comparison holds, applies `success`, else nothing.
+  Expected<TxnResult> txn(const std::vector<Compare>& compare, const std::vector<Op>& success);
+
+  // The range_end that selects every key starting with `prefix`.
+  static std::string prefix_end(const std::string& prefix);
+
+ private:
+  struct Tls;
+  Expected<std::string> call(const std::string& path, const std::string& body);
+
+  std::vector<EtcdEndpoint> endpoints_;
+  EtcdTls tls_files_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Tls> tls_;  // loaded on first use over https
+  size_t next_ = 0;           // the endpoint to try first
+};
+
+// Base64 (RFC 4648, with padding), as the gateway encodes bytes.
+std::string base64_encode(const std::string& bytes);
+std::optional<std::string> base64_decode(const std::string& text);
+
+// Decoders of the gateway's answers (exposed for tests and the fuzzer).
+Expected<std::vector<KeyValue>> decode_range_response(const std::string& body);
+Expected<TxnResult> decode_txn_response(const std::string& body);
+
+}  // namespace rdmanet::ipam
