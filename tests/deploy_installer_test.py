@@ -62,7 +62,9 @@ with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
     with open(cfg, "w") as f:
         f.write('{"cniVersion":"1.1.0","name":"x","type":"rdmanet"}\n')
     env = dict(os.environ, SRC_DIR=src, CNI_BIN_DIR=binDir, CNI_CONF_DIR=confDir,
-               STATE_DIR=state, DEFAULT_CONFIG=cfg, RECHECK_SECONDS="1")
+               STATE_DIR=state, DEFAULT_CONFIG=cfg, RECHECK_SECONDS="1", NODE_NAME="",
+               NODE_NAME_FILE=os.path.join(tmp, "var/node-name"),
+               ETCD_TLS_SRC=os.path.join(tmp, "secret"), ETCD_TLS_DIR=os.path.join(tmp, "etc/etcd"))
     run = lambda *a: subprocess.run(["sh", install, *a], env=env, capture_output=True, text=True)
 
     # An old version in place, plus a temporary left by a killed installer.
@@ -144,6 +146,30 @@ with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
     check(os.listdir(binDir) == [] and p.poll() is None, "UNINSTALL=true: stays up and does not reinstall")
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=5)
+
+    # Cluster-mode IPAM: the node name from NODE_NAME and the etcd client Secret.
+    nenv = dict(env, NODE_NAME="gpu-node-7")
+    os.makedirs(env["ETCD_TLS_SRC"])
+    for name in ("ca.crt", "tls.crt", "tls.key"):
+        with open(os.path.join(env["ETCD_TLS_SRC"], name), "w") as f:
+            f.write("PEM " + name + "\n")
+    r = subprocess.run(["sh", install, "--once"], env=nenv, capture_output=True, text=True)
+    check(r.returncode == 0, "NODE_NAME + Secret: install succeeds")
+    with open(env["NODE_NAME_FILE"]) as f:
+        check(f.read() == "gpu-node-7\n", "NODE_NAME written to NODE_NAME_FILE")
+    key = os.path.join(env["ETCD_TLS_DIR"], "tls.key")
+    check(os.path.exists(key) and stat.S_IMODE(os.stat(key).st_mode) == 0o600,
+          "etcd client key installed 0600")
+    check(stat.S_IMODE(os.stat(env["ETCD_TLS_DIR"]).st_mode) == 0o700, "etcd TLS dir is 0700")
+    r = subprocess.run(["sh", install, "--check"], env=nenv, capture_output=True, text=True)
+    check(r.returncode == 0, "--check passes with node files in place")
+    r = subprocess.run(["sh", install, "--check"], env=dict(nenv, NODE_NAME="other"),
+                       capture_output=True, text=True)
+    check(r.returncode != 0, "--check fails when the node name file names another node")
+    with open(os.path.join(env["ETCD_TLS_SRC"], "tls.key"), "w") as f:
+        f.write("rotated\n")
+    r = subprocess.run(["sh", install, "--check"], env=nenv, capture_output=True, text=True)
+    check(r.returncode != 0, "--check fails after the Secret was rotated")
 
     # Control: an in-place copy is visibly non-atomic to the same reader.
     with open(dest, "wb") as f:

@@ -29,6 +29,13 @@
 #   STATE_DIR        rdmanet's state directory, created 0700 (/host/var/lib/cni/rdmanet)
 #   BINARIES         names to install                     (rdmanet rdmanet-ipam)
 #   RECHECK_SECONDS  re-check period                      (60)
+#   NODE_NAME        this node's name (downward API spec.nodeName); when set,
+#                    written to NODE_NAME_FILE for rdmanet-ipam's cluster mode
+#   NODE_NAME_FILE   (/host/var/lib/rdmanet/node-name)
+#   ETCD_TLS_SRC     the etcd client Secret's mount (/etc/rdmanet/etcd-tls):
+#                    its ca.crt, tls.crt and tls.key, when present, are
+#                    installed 0600 into ETCD_TLS_DIR (0700) for cluster mode
+#   ETCD_TLS_DIR     (/host/etc/rdmanet/etcd)
 #   UNINSTALL        "true": the default mode removes instead of installing,
 #                    then idles (cluster-wide uninstall: set it on the
 #                    DaemonSet, wait for the rollout, then delete it)
@@ -41,6 +48,11 @@ DEFAULT_CONFIG=${DEFAULT_CONFIG:-}
 STATE_DIR=${STATE_DIR:-/host/var/lib/cni/rdmanet}
 BINARIES=${BINARIES:-rdmanet rdmanet-ipam}
 RECHECK_SECONDS=${RECHECK_SECONDS:-60}
+NODE_NAME=${NODE_NAME:-}
+NODE_NAME_FILE=${NODE_NAME_FILE:-/host/var/lib/rdmanet/node-name}
+ETCD_TLS_SRC=${ETCD_TLS_SRC:-/etc/rdmanet/etcd-tls}
+ETCD_TLS_DIR=${ETCD_TLS_DIR:-/host/etc/rdmanet/etcd}
+ETCD_TLS_FILES="ca.crt tls.crt tls.key"
 
 log() { echo "rdmanet-install: $*" >&2; }
 
@@ -85,6 +97,24 @@ install_all() {
   # The plugin creates it too; doing it here makes permissions visible early.
   mkdir -p "$STATE_DIR"
   chmod 0700 "$STATE_DIR"
+  install_node_files
+}
+
+# Cluster-mode IPAM: the node name (never guessed from the hostname) and the
+# etcd client certificate, where the CNI binary on the host finds them.
+install_node_files() {
+  if [ -n "$NODE_NAME" ]; then
+    mkdir -p "$(dirname "$NODE_NAME_FILE")"
+    printf '%s\n' "$NODE_NAME" > "$NODE_NAME_FILE.src"
+    install_one "$NODE_NAME_FILE.src" "$NODE_NAME_FILE" 0644
+    rm -f "$NODE_NAME_FILE.src"
+  fi
+  for f in $ETCD_TLS_FILES; do
+    [ -f "$ETCD_TLS_SRC/$f" ] || continue
+    mkdir -p "$ETCD_TLS_DIR"
+    chmod 0700 "$ETCD_TLS_DIR"
+    install_one "$ETCD_TLS_SRC/$f" "$ETCD_TLS_DIR/$f" 0600
+  done
 }
 
 check_all() {
@@ -95,6 +125,16 @@ check_all() {
   if [ -n "$DEFAULT_CONFIG" ]; then
     cmp -s "$DEFAULT_CONFIG" "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")" || return 1
   fi
+  if [ -n "$NODE_NAME" ] && [ "$(cat "$NODE_NAME_FILE" 2>/dev/null)" != "$NODE_NAME" ]; then
+    log "$NODE_NAME_FILE does not say $NODE_NAME"
+    return 1
+  fi
+  for f in $ETCD_TLS_FILES; do
+    [ ! -f "$ETCD_TLS_SRC/$f" ] || cmp -s "$ETCD_TLS_SRC/$f" "$ETCD_TLS_DIR/$f" || {
+      log "$ETCD_TLS_DIR/$f differs from the Secret"
+      return 1
+    }
+  done
   return 0
 }
 
