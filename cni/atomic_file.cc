@@ -37,6 +37,24 @@ Status make_directory(const std::string& path, mode_t mode) {
 
 }  // namespace
 
+Status check_private_directory(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return io_error("stat " + path, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kIo, path + " is not a directory (a symlink is refused)");
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Error(ErrorKind::kIo, path + " must be owned by uid " + std::to_string(::geteuid()) +
+                                     " and writable by it alone (it is uid " +
+                                     std::to_string(st.st_uid) + ", mode " + mode + ")");
+  }
+  return ok_status();
+}
+
 Status make_directories(const std::string& path, mode_t mode) {
   for (size_t slash = path.find('/', 1); slash != std::string::npos;
        slash = path.find('/', slash + 1)) {

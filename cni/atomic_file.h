@@ -15,6 +15,12 @@ namespace rdmanet {
 // I/O error naming it.
 Status make_directories(const std::string& path, mode_t mode);
 
+// Refuses (kIo, naming the path) a directory that others could plant files
+// in: not a directory (a symlink counts as not), not owned by this process's
+// user, or writable by group or others. For the directories whose files
+// rdmanet trusts on DEL (state, IPAM store).
+Status check_private_directory(const std::string& path);
+
 // Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly
 // `mode`, fsyncs it, renames it over `path` and fsyncs the directory (best
 // effort). The directory must exist. On failure the old file, if any, is left

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -79,6 +80,29 @@ TEST_F(AtomicFile, MakeDirectoriesCreatesOnlyWhatIsMissing) {
   Status s = make_directories(tmp_.path() + "/file/sub", 0700);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().msg().find(tmp_.path() + "/file"), std::string::npos) << s.error().msg();
+}
+
+TEST_F(AtomicFile, PrivateDirectoryCheck) {
+  std::string dir = tmp_.path() + "/d";
+  ASSERT_TRUE(make_directories(dir, 0700).ok());
+  EXPECT_TRUE(check_private_directory(dir).ok());
+  fs::permissions(dir, fs::perms(0755));
+  EXPECT_TRUE(check_private_directory(dir).ok());  // readable by others is fine
+  for (auto mode : {0775, 0757, 01777}) {
+    fs::permissions(dir, fs::perms(mode));
+    Status s = check_private_directory(dir);
+    ASSERT_FALSE(s.ok()) << std::oct << mode;
+    EXPECT_NE(s.error().msg().find(dir), std::string::npos);
+  }
+  fs::create_directory_symlink(dir, tmp_.path() + "/link");
+  Status link = check_private_directory(tmp_.path() + "/link");
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.error().msg().find("symlink"), std::string::npos);
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 0), 0);
+  fs::permissions(dir, fs::perms(0700));
+  Status other = check_private_directory(dir);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().msg().find("is uid 65534"), std::string::npos) << other.error().msg();
 }
 
 }  // namespace

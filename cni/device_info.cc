@@ -31,6 +31,9 @@ Status check_path(const std::string& path) {
     return Error(ErrorKind::kInvalidConfig,
                  kField + " must be an absolute path, not \"" + path + "\"");
   }
+  if (path.find('\0') != std::string::npos) {
+    return Error(ErrorKind::kInvalidConfig, kField + " contains a NUL byte");
+  }
   if (path.back() == '/') {
     return Error(ErrorKind::kInvalidConfig, kField + " names a directory, not a file: " + path);
   }
@@ -67,7 +70,7 @@ std::optional<Version> parse_version(const std::string& text) {
 
 // The file's content; nullopt when there is no file.
 Expected<std::optional<std::string>> read_existing(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) {
     if (errno == ENOENT) {
       return std::optional<std::string>();
@@ -166,7 +169,10 @@ Status write_device_info(const std::string& path, const DeviceInfo& info) {
     if (std::string why = unusable(existing); why.empty()) {
       doc = std::move(existing);
     } else {
-      spdlog::warn("device-info file {} is unusable ({}); replacing it", path, why);
+      // Never replace what is not ours to replace: the path comes from the runtime.
+      return Error(ErrorKind::kIo, "device-info file " + path +
+                                       " exists and is not a device-info document (" + why +
+                                       "); refusing to replace it");
     }
   }
   merge(doc, info, path);

@@ -129,7 +129,9 @@ TEST_F(DeviceInfoFile, WrongPciAddressIsCorrectedWithAWarning) {
   EXPECT_NE(log_.str().find("0000:3b:00.7"), std::string::npos) << log_.str();
 }
 
-TEST_F(DeviceInfoFile, UnusableFileIsReplacedWithAWarning) {
+// The path comes from the runtime: a file there that is not a device-info
+// document (it could be any file on the node) is left alone, and ADD fails.
+TEST_F(DeviceInfoFile, UnusableFileIsRefusedAndLeftAlone) {
   for (const char* text : {
            "{\"type\": \"pci\", \"pci\": ",                                    // cut short
            "[1, 2]",                                                           // not an object
@@ -138,14 +140,31 @@ TEST_F(DeviceInfoFile, UnusableFileIsReplacedWithAWarning) {
            R"({"type": "pci", "version": "2.0.0", "pci": {}})",                // unknown major
            R"({"type": "pci", "version": 1, "pci": {}})",                      // version a number
        }) {
-    log_.str("");
     put(text);
     Status s = write_device_info(path_, sample());
-    ASSERT_TRUE(s.ok()) << text << ": " << s.error().msg();
-    EXPECT_EQ(read(), kFresh) << text;
-    EXPECT_NE(log_.str().find("unusable"), std::string::npos) << text;
-    EXPECT_NE(log_.str().find(path_), std::string::npos) << text;
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(s.error().kind(), ErrorKind::kIo);
+    EXPECT_NE(s.error().msg().find(path_), std::string::npos) << s.error().msg();
+    EXPECT_NE(s.error().msg().find("refusing to replace"), std::string::npos);
+    std::ifstream in(path_);
+    std::stringstream left;
+    left << in.rdbuf();
+    EXPECT_EQ(left.str(), text);
   }
+}
+
+TEST_F(DeviceInfoFile, NulByteAndFifoAreRefused) {
+  std::string with_nul = dir_ + "/a";
+  with_nul += '\0';
+  with_nul += "/../x";
+  Status nul = write_device_info(with_nul, sample());
+  ASSERT_FALSE(nul.ok());
+  EXPECT_NE(nul.error().msg().find("NUL"), std::string::npos);
+  fs::create_directories(dir_);
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  Status fifo = write_device_info(path_, sample());  // must not block on the open
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.error().msg().find("not a regular file"), std::string::npos);
 }
 
 TEST_F(DeviceInfoFile, EmptyFileIsNoDocument) {

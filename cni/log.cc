@@ -3,8 +3,11 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace rdmanet::cni {
@@ -29,8 +32,62 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::warn;
 }
 
-void install(std::vector<spdlog::sink_ptr> sinks, spdlog::level::level_enum level,
+// Messages quote values a pod author controls (a MAC, an address, a GUID from
+// annotations): control bytes in them are written as \xNN, so no value can
+// forge a log line or send terminal escapes. Wraps the real sinks.
+class EscapingSink final : public spdlog::sinks::sink {
+ public:
+  explicit EscapingSink(std::vector<spdlog::sink_ptr> inner) : inner_(std::move(inner)) {}
+
+  void log(const spdlog::details::log_msg& msg) override {
+    std::string escaped;
+    const auto& text = msg.payload;
+    for (size_t i = 0; i < text.size(); ++i) {
+      auto c = static_cast<unsigned char>(text[i]);
+      if (c < 0x20 || c == 0x7f) {
+        if (escaped.empty()) {
+          escaped.assign(text.data(), i);
+        }
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        escaped += hex;
+      } else if (!escaped.empty()) {
+        escaped += static_cast<char>(c);
+      }
+    }
+    spdlog::details::log_msg out = msg;
+    if (!escaped.empty()) {
+      out.payload = escaped;
+    }
+    for (auto& s : inner_) {
+      if (s->should_log(out.level)) {
+        s->log(out);
+      }
+    }
+  }
+  void flush() override {
+    for (auto& s : inner_) {
+      s->flush();
+    }
+  }
+  void set_pattern(const std::string& pattern) override {
+    for (auto& s : inner_) {
+      s->set_pattern(pattern);
+    }
+  }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    for (auto& s : inner_) {
+      s->set_formatter(formatter->clone());
+    }
+  }
+
+ private:
+  std::vector<spdlog::sink_ptr> inner_;
+};
+
+void install(std::vector<spdlog::sink_ptr> inner, spdlog::level::level_enum level,
              const std::string& pattern) {
+  std::vector<spdlog::sink_ptr> sinks = {std::make_shared<EscapingSink>(std::move(inner))};
   auto logger = std::make_shared<spdlog::logger>(g_plugin, sinks.begin(), sinks.end());
   logger->set_level(level);
   logger->set_pattern(pattern);
@@ -51,7 +108,13 @@ void configure_logging(const NetConf& conf, const std::string& context) {
   std::string file_error;
   if (!conf.log_file.empty()) {
     try {
-      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_st>(conf.log_file));
+      // Private: the log names pods, netns paths and addresses.
+      spdlog::file_event_handlers private_file;
+      private_file.after_open = [](const spdlog::filename_t&, std::FILE* f) {
+        (void)::fchmod(fileno(f), 0600);
+      };
+      sinks.push_back(
+          std::make_shared<spdlog::sinks::basic_file_sink_st>(conf.log_file, false, private_file));
     } catch (const spdlog::spdlog_ex& e) {
       file_error = e.what();
     }

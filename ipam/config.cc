@@ -239,6 +239,9 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   if (config.data_dir.empty()) {
     config.data_dir = kDefaultDataDir;
   }
+  if (config.data_dir.front() != '/') {
+    return f.error("dataDir", "must be an absolute path, not \"" + config.data_dir + "\"");
+  }
 
   // The legacy single range at the top level comes first, as in host-local.
   if (f.has("subnet")) {

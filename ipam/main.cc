@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "cni/hex.h"
 #include "cni/json_fields.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
@@ -38,7 +39,7 @@ Expected<Network> allocator_for(const cni::Call& call) {
     }
     net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node);
   }
-  std::string dir = config->data_dir + "/" + call.conf.name;
+  std::string dir = config->data_dir + "/" + bounded_name(call.conf.name, 255);
   net.allocator =
       std::make_unique<Allocator>(std::move(*config), std::move(dir), nullptr, net.blocks.get());
   return net;

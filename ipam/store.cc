@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "cni/atomic_file.h"
 #include "cni/hex.h"
 
 namespace rdmanet::ipam {
@@ -210,6 +211,10 @@ std::optional<Record> parse_record(const std::string& text) {
 Expected<Store> Store::open(const std::string& dir) {
   if (auto s = make_dirs(dir); !s) {
     return std::move(s).error();
+  }
+  // DEL, GC and the reclaim rule trust the leases and records found here.
+  if (auto s = check_private_directory(dir); !s) {
+    return std::move(s).error().context("IPAM store");
   }
   Store store(dir);
   int dir_fd = open_dir(AT_FDCWD, dir.c_str());

@@ -66,7 +66,8 @@ Expected<Netns> Netns::verify(Fd fd, const std::string& path) {
 }
 
 Expected<std::optional<Netns>> Netns::open_if_exists(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path must not block the open (it fails the nsfs check next).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) {
       return std::optional<Netns>();

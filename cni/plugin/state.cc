@@ -21,7 +21,12 @@ namespace {
 
 Status ensure_dirs(const std::string& root, const std::string& sub) {
   // The root and its parents (e.g. /var/lib/cni) are created as needed.
-  if (auto s = make_directories(sub.empty() ? root : root + "/" + sub, 0700); !s) {
+  std::string dir = sub.empty() ? root : root + "/" + sub;
+  if (auto s = make_directories(dir, 0700); !s) {
+    return std::move(s).error().context("state directory");
+  }
+  // DEL trusts what it reads here: nobody else may be able to write it.
+  if (auto s = check_private_directory(dir); !s) {
     return std::move(s).error().context("state directory");
   }
   return ok_status();
@@ -351,7 +356,7 @@ Expected<std::optional<AttachmentState>> StateStore::load(const std::string& net
 }
 
 Status StateStore::save(const AttachmentState& state) {
-  if (auto s = ensure_dirs(root_, state.network); !s) {
+  if (auto s = ensure_dirs(root_, bounded_name(state.network)); !s) {
     return s;
   }
   return write_file_atomically(attachment_path(state.network, state.container_id, state.ifname),
@@ -431,7 +436,7 @@ Status StateStore::clear_holder(const std::string& key, const AttachmentState& s
 
 Expected<std::vector<AttachmentState>> StateStore::list(const std::string& network) const {
   std::vector<AttachmentState> out;
-  std::string dir = root_ + "/" + network;
+  std::string dir = root_ + "/" + bounded_name(network);
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) {

@@ -102,6 +102,32 @@ TEST_F(State, FilesArePrivate) {
   }
 }
 
+// A network name up to the spec's limit of any length works (its directory
+// is bounded like the file names), and GC's listing finds it.
+TEST_F(State, LongNetworkNamesWork) {
+  StateStore store(dir_ + "/state");
+  AttachmentState s = sample();
+  s.network = std::string(200, 'n');
+  ASSERT_TRUE(store.save(s).ok());
+  EXPECT_TRUE(store.load(s.network, "abc", "net1")->has_value());
+  auto all = store.list(s.network);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->size(), 1U);
+}
+
+// DEL trusts the state: a directory others can write to is refused.
+TEST_F(State, DirectoryOthersCanWriteIsRefused) {
+  fs::create_directories(dir_ + "/state/rail0");
+  fs::permissions(dir_ + "/state/rail0", fs::perms(0777));
+  StateStore store(dir_ + "/state");
+  Status saved = store.save(sample());
+  ASSERT_FALSE(saved.ok());
+  EXPECT_EQ(saved.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(saved.error().msg().find(dir_ + "/state/rail0"), std::string::npos)
+      << saved.error().msg();
+  EXPECT_NE(saved.error().msg().find("mode 0777"), std::string::npos);
+}
+
 TEST_F(State, HostileInterfaceNamesStayInside) {
   StateStore store(dir_ + "/state");
   AttachmentState s = sample();

@@ -1,0 +1,61 @@
+// The log file: private, not inherited, and no logged value can forge a line.
+#include "cni/log.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cni/temp_dir.h"
+
+namespace rdmanet::cni {
+namespace {
+
+TEST(Log, FileIsPrivateAndControlBytesAreEscaped) {
+  testutil::TempDir tmp{"rdmanet-log"};
+  NetConf conf;
+  conf.log_file = tmp.path() + "/rdmanet.log";
+  conf.log_level = LogLevel::kInfo;
+  init_logging("rdmanet-test");
+  configure_logging(conf, "ADD net c/eth0");
+  // As a pod author could put it in a MAC or an address annotation.
+  spdlog::error("invalid hardware address \"x\n2026-01-01 error forged line\x1b[2J\"");
+  spdlog::default_logger()->flush();
+  init_logging("rdmanet-test");  // closes the file
+
+  std::ifstream in(conf.log_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string log = text.str();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_NE(log.find("\\x0a2026-01-01 error forged line\\x1b[2J"), std::string::npos) << log;
+  struct stat st {};
+  ASSERT_EQ(::stat(conf.log_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+}
+
+TEST(Log, FileIsNotInheritedByChildren) {
+  testutil::TempDir tmp{"rdmanet-log"};
+  NetConf conf;
+  conf.log_file = tmp.path() + "/rdmanet.log";
+  init_logging("rdmanet-test");
+  configure_logging(conf, "ADD");
+  bool found = false;
+  for (int fd = 3; fd < 256; ++fd) {
+    char target[512] = {};
+    std::string link = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    if (n > 0 && conf.log_file == target) {
+      found = true;
+      EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0) << "the IPAM child would inherit it";
+    }
+  }
+  EXPECT_TRUE(found);
+  init_logging("rdmanet-test");
+}
+
+}  // namespace
+}  // namespace rdmanet::cni
