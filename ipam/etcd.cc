@@ -650,6 +650,11 @@ std::optional<std::string> base64_decode(const std::string& text) {
       }
       n = (n << 6) | v;
     }
+    // Canonical only (RFC 4648 3.5): the bits padding drops must be zero, so
+    // one text means one byte string.
+    if ((pad == 2 && (n & 0xffff) != 0) || (pad == 1 && (n & 0xff) != 0)) {
+      return std::nullopt;
+    }
     out += static_cast<char>((n >> 16) & 0xff);
     if (pad < 2) {
       out += static_cast<char>((n >> 8) & 0xff);
