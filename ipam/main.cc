@@ -1,5 +1,7 @@
 // rdmanet-ipam: node-local IPAM, host-local compatible, constant cost per
 // ADD/DEL at any number of leases. See ipam/README.md.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -26,7 +28,11 @@ struct Network {
   Allocator* operator->() const { return allocator.get(); }
 };
 
-Expected<Network> allocator_for(const cni::Call& call) {
+// `adding`: only ADD needs the node's name (to allocate inside its blocks).
+// DEL, CHECK and GC without it still release and check leases, as in node
+// mode, so a missing node name file never makes a DEL fail; blocks emptied
+// meanwhile are released by a later DEL or GC.
+Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
   auto config = parse_ipam_config(call.conf.ipam);
   if (!config) {
     return std::move(config).error();
@@ -34,10 +40,13 @@ Expected<Network> allocator_for(const cni::Call& call) {
   Network net;
   if (config->cluster) {
     auto node = read_node_name(config->cluster->node_name_file);
-    if (!node) {
+    if (node) {
+      net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node);
+    } else if (adding) {
       return std::move(node).error();
+    } else {
+      spdlog::warn("{}; leases only, no block released", node.error().msg());
     }
-    net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node);
   }
   std::string dir = config->data_dir + "/" + bounded_name(call.conf.name, 255);
   net.allocator =
@@ -83,7 +92,7 @@ Expected<std::vector<IpAddr>> requested_ips(const cni::Call& call) {
 Owner owner_of(const cni::Call& call) { return {call.env.container_id, call.env.ifname}; }
 
 Expected<cni::Result> cmd_add(const cni::Call& call) {
-  auto allocator = allocator_for(call);
+  auto allocator = allocator_for(call, true);
   if (!allocator) {
     return std::move(allocator).error();
   }

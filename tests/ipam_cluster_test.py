@@ -229,11 +229,17 @@ class ClusterIpam(unittest.TestCase):
             rc, out, _ = n.cni("ADD", "bad", n.conf("rail-bad", self.cluster(**extra), ranges))
             self.assertEqual((rc, out.get("code")), (1, 7), (extra, out))
             self.assertIn(field, out["msg"])
+        rc, out, err = n.cni("ADD", "held", n.conf("rail-bad", self.cluster(), ranges))
+        self.assertEqual(rc, 0, err)
         os.remove(n.name_file)
         rc, out, _ = n.cni("ADD", "bad", n.conf("rail-bad", self.cluster(), ranges))
         self.assertEqual((rc, out.get("code")), (1, 11))
         self.assertIn(n.name_file, out["msg"])
-        self.assertFalse(os.path.exists(os.path.join(n.data, "rail-bad", "blocks.json")))
+        self.assertEqual(len(n.leases("rail-bad")), 1)  # only "held": the failed ADD left none
+        # DEL does not need the node name: the lease goes all the same.
+        rc, _, err = n.cni("DEL", "held", n.conf("rail-bad", self.cluster(), ranges))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(n.leases("rail-bad"), [])
 
 
 if __name__ == "__main__":
