@@ -3,14 +3,20 @@
 // macvlan links; Debian's reference host-local (and tuning) as peers. A fake
 // sysfs tree maps PCI and auxiliary device ids to the veth links, because
 // this machine has no PCI NICs to spare.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
 #include <linux/netlink.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -254,6 +260,50 @@ TEST_F(Rdmanet, NetdevModeMovesTheDeviceAndBringsItBack) {
   EXPECT_EQ(again.exit_code, 0) << again.out;
   auto no_netns = cni("DEL", "ctr-a", "", conf({{"device", port}}));
   EXPECT_EQ(no_netns.exit_code, 0) << no_netns.out;
+}
+
+// Neighbours learn the pod's address at once: the kernel sends the gratuitous
+// ARP when ADD brings the link up (arp_notify; see attach.cc for why not us).
+TEST_F(Rdmanet, AddAnnouncesTheAddressWithAGratuitousArp) {
+  auto [port, peer] = make_ports();
+  sh("ip link set " + peer + " up");
+  std::string pod = make_pod();
+  // A capture on the peer, in the test's netns, open before ADD.
+  int capture = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ARP));
+  ASSERT_GE(capture, 0);
+  sockaddr_ll ll{};
+  ll.sll_family = AF_PACKET;
+  ll.sll_protocol = htons(ETH_P_ARP);
+  ll.sll_ifindex = static_cast<int>(if_nametoindex(peer.c_str()));
+  ASSERT_EQ(bind(capture, reinterpret_cast<sockaddr*>(&ll), sizeof ll), 0);
+
+  auto add = cni("ADD", "ctr-garp", pod, conf({{"device", port}}));
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  EXPECT_EQ(sh("ip netns exec " + pod + " cat /proc/sys/net/ipv4/conf/net1/arp_notify"), "1\n");
+  in_addr pod_ip{};
+  ASSERT_EQ(inet_pton(AF_INET, "10.123.0.2", &pod_ip), 1);
+  bool seen = false;
+  for (int i = 0; i < 50 && !seen; ++i) {
+    pollfd pfd{capture, POLLIN, 0};
+    if (poll(&pfd, 1, 2000) != 1) {
+      break;
+    }
+    uint8_t f[2048];
+    ssize_t n = recv(capture, f, sizeof f, 0);
+    if (n < 14 + 28) {
+      continue;
+    }
+    const uint8_t* arp = f + 14;
+    bool broadcast = std::memcmp(f, "\xff\xff\xff\xff\xff\xff", 6) == 0;
+    bool request = arp[6] == 0 && arp[7] == 1;
+    bool spa = std::memcmp(arp + 14, &pod_ip, 4) == 0;
+    bool tpa = std::memcmp(arp + 24, &pod_ip, 4) == 0;
+    seen = broadcast && request && spa && tpa;
+  }
+  close(capture);
+  EXPECT_TRUE(seen) << "no gratuitous ARP for 10.123.0.2 reached the peer";
+  auto del = cni("DEL", "ctr-garp", pod, conf({{"device", port}}));
+  EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
 }
 
 TEST_F(Rdmanet, EverySpecVersionGetsItsResultShape) {
