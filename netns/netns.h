@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,6 +28,9 @@ class Netns {
 
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
+  // The namespace's nsfs inode number: unique among the namespaces alive on the node, so
+  // it tells whether a path still names the namespace it named before.
+  uint64_t inode() const { return ino_; }
   // True when both handles refer to the same namespace (not merely the same path).
   bool same_as(const Netns& other) const { return dev_ == other.dev_ && ino_ == other.ino_; }
   // True when this is the calling thread's current network namespace.

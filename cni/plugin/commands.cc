@@ -110,6 +110,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   state.container_id = call.env.container_id;
   state.ifname = call.env.ifname;
   state.netns = call.env.netns;
+  state.netns_inode = pod->inode();
   state.mode = mode_name(conf->mode);
   state.phase = "adding";
   state.config = call.stdin_text;

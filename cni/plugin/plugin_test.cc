@@ -820,6 +820,47 @@ TEST_F(Rdmanet, AStaleHoldIsReclaimed) {
   EXPECT_TRUE(state_files().empty());
 }
 
+// A pod netns path can come to name another namespace: a netns recreated under the same
+// name, or /proc/<pid>/ns/net after pid reuse. DEL must not touch the new one's links.
+TEST_F(Rdmanet, DelNeverActsInANewNamespaceAtTheOldPath) {
+  auto [parent, peer] = make_ports();
+  std::string pod = make_pod();
+  json c = conf({{"mode", "macvlan"}, {"device", parent}});
+  ASSERT_EQ(cni("ADD", "ctr-old", pod, c).exit_code, 0);
+  sh("ip netns del " + pod);  // the macvlan child dies with it; no DEL yet
+  sh("ip netns add " + pod);
+  sh("ip link add link " + parent + " name rt" + tag_ + "n type macvlan mode bridge");
+  sh("ip link set rt" + tag_ + "n netns " + pod + " name net1");
+
+  auto del = cni("DEL", "ctr-old", pod, c);
+  ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
+  EXPECT_TRUE(link_exists("net1", pod)) << "DEL deleted a link of the namespace now at the path";
+  EXPECT_NE(del.err.find("no longer the pod's"), std::string::npos) << del.err;
+  EXPECT_TRUE(state_files().empty());
+  EXPECT_TRUE(leases().empty());
+}
+
+// The same for a device hold: a holder whose netns path now names another namespace is
+// gone, so its device is reclaimed rather than busy forever.
+TEST_F(Rdmanet, AHoldWhoseNetnsPathWasReusedIsReclaimed) {
+  const std::string ifname = "n" + tag_;
+  auto [port, peer] = make_ports();
+  std::string hw = json::parse(link_field(port, "address"));
+  std::string pod1 = make_pod();
+  ASSERT_EQ(cni("ADD", "old", pod1, conf({{"hwaddr", hw}}), ifname).exit_code, 0);
+  sh("ip -n " + pod1 + " link set " + ifname + " netns 1");  // what the kernel does, see above
+  sh("ip netns del " + pod1);
+  sh("ip netns add " + pod1);
+  std::string pod2 = make_pod();
+  auto add = cni("ADD", "new", pod2, conf({{"hwaddr", hw}}), ifname);
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  EXPECT_TRUE(link_exists(ifname, pod2));
+  EXPECT_EQ(leases().size(), 1u) << "the old attachment's lease was not released";
+  ASSERT_EQ(cni("DEL", "new", pod2, conf({{"hwaddr", hw}}), ifname).exit_code, 0);
+  EXPECT_TRUE(link_exists(port));
+  EXPECT_TRUE(state_files().empty());
+}
+
 // The old pod's DEL racing the new pod's ADD for the same device (the node
 // lost the old pod's netns): the device ends with the new pod, never with
 // both, and the old DEL does not take it back.

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -219,6 +220,7 @@ json AttachmentState::to_json() const {
           {"containerID", container_id},
           {"ifname", ifname},
           {"netns", netns},
+          {"netnsInode", netns_inode},
           {"mode", mode},
           {"phase", phase},
           {"device",
@@ -272,10 +274,15 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
   if (st) {
     st = d.boolean("up", &s.device.up);
   }
+  long long netns_inode = 0;
+  if (st) {
+    st = f.integer64("netnsInode", &netns_inode);
+  }
   if (!st) {
     return std::move(st).error();
   }
   s.device.mtu = static_cast<uint32_t>(mtu);
+  s.netns_inode = static_cast<uint64_t>(netns_inode);
   if (doc.contains("vf") && doc["vf"].is_object()) {
     auto vf = vf_from_json(doc["vf"], where + ".vf");
     if (!vf) {
@@ -294,6 +301,22 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
     s.result = doc["result"];
   }
   return s;
+}
+
+Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentState& state) {
+  if (state.netns.empty()) {
+    return std::optional<netns::Netns>();
+  }
+  auto opened = netns::Netns::open_if_exists(state.netns);
+  if (!opened || !opened->has_value()) {
+    return opened;
+  }
+  if (state.netns_inode != 0 && (*opened)->inode() != state.netns_inode) {
+    spdlog::warn("netns {} is no longer the pod's (inode {}, ADD saw {}): treating it as gone",
+                 state.netns, (*opened)->inode(), state.netns_inode);
+    return std::optional<netns::Netns>();
+  }
+  return opened;
 }
 
 FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}

@@ -15,6 +15,7 @@
 
 #include "cni/error.h"
 #include "cni/hex.h"
+#include "netns/netns.h"
 #include "netns/vf.h"
 
 namespace rdmanet::plugin {
@@ -59,8 +60,9 @@ struct AttachmentState {
   std::string container_id;
   std::string ifname;
   std::string netns;
-  std::string mode;   // "netdev" | "macvlan"
-  std::string phase;  // "adding" until ADD finished, then "added"
+  uint64_t netns_inode = 0;  // the pod netns's inode at ADD; 0 in state from older versions
+  std::string mode;          // "netdev" | "macvlan"
+  std::string phase;         // "adding" until ADD finished, then "added"
   DeviceRecord device;
   std::optional<VfRecord> vf;
   std::optional<RdmaRecord> rdma;
@@ -71,6 +73,11 @@ struct AttachmentState {
   nlohmann::json to_json() const;
   static Expected<AttachmentState> from_json(const nlohmann::json& doc, const std::string& where);
 };
+
+// The attachment's pod netns, if its path still names the namespace ADD used: a path that
+// now names another namespace (a reused /proc/<pid>/ns/net, a netns recreated under the same
+// name) is treated as gone, so DEL and reclaim never change links in somebody else's pod.
+Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentState& state);
 
 // An exclusive advisory lock; released when destroyed.
 class FileLock {

@@ -251,14 +251,11 @@ Status teardown(StateStore& store, const AttachmentState& state, const cni::Envi
     return std::move(host).error();
   }
   std::optional<Netns> pod;
-  if (!state.netns.empty()) {
-    auto opened = Netns::open_if_exists(state.netns);
-    if (opened) {
-      pod = std::move(*opened);
-    } else {
-      spdlog::info("pod netns {} unusable ({}); treating it as gone", state.netns,
-                   opened.error().msg());
-    }
+  if (auto opened = open_pod_netns(state); opened) {
+    pod = std::move(*opened);
+  } else {
+    spdlog::info("pod netns {} unusable ({}); treating it as gone", state.netns,
+                 opened.error().msg());
   }
   if (!state.device_info_file.empty()) {
     if (auto s = cni::remove_device_info(state.device_info_file); !s) {
@@ -306,7 +303,7 @@ Status claim_device(StateStore& store, const std::string& key, const AttachmentS
       other.ifname == me.ifname) {
     return ok_status();
   }
-  auto ns = Netns::open_if_exists(other.netns);
+  auto ns = open_pod_netns(other);
   if (ns && ns->has_value()) {
     return Error(ErrorKind::kDeviceBusy, "device " + me.device.key + " is held by container " +
                                              other.container_id + " (ifname " + other.ifname +
