@@ -67,6 +67,11 @@ std::string owner_of(const std::string& value, std::string* claimed_at = nullptr
 
 EtcdClient client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.timeout}; }
 
+// True when some address of `block` is in the range (between its start and end).
+bool intersects(const Prefix& block, const Range& r) {
+  return r.subnet.addr.v6 == block.addr.v6 && block.last() >= r.start && block.network() <= r.end;
+}
+
 // The block a key names ("<prefix>/<net>/blocks/10.1.0.64_26"), or nullopt.
 std::optional<Prefix> block_of_key(const std::string& key, const std::string& prefix) {
   if (key.rfind(prefix, 0) != 0) {
@@ -80,6 +85,51 @@ std::optional<Prefix> block_of_key(const std::string& key, const std::string& pr
   }
   return p;
 }
+
+// The blocks in etcd, by network address (blocks of different sizes can share one).
+class EtcdBlocks {
+ public:
+  EtcdBlocks(const std::vector<KeyValue>& kvs, const std::string& prefix) {
+    for (const auto& kv : kvs) {
+      if (auto b = block_of_key(kv.key, prefix)) {
+        by_start_.emplace(b->network(), EtcdBlock{*b, owner_of(kv.value), kv.mod_revision});
+        lens_.insert(b->len);
+        owners_.insert(owner_of(kv.value));
+      }
+    }
+  }
+
+  const EtcdBlock* find(const Prefix& b) const {
+    auto [lo, hi] = by_start_.equal_range(b.network());
+    for (auto it = lo; it != hi; ++it) {
+      if (it->second.block.len == b.len) {
+        return &it->second;
+      }
+    }
+    return nullptr;
+  }
+
+  // True when a block in etcd shares an address with `b`, whatever its size: a
+  // blockSize changed on a live network, or nodes reading two versions of the
+  // config, must not give one address two owners. Aligned blocks overlap only by
+  // containment, so it is one that starts inside `b` or a larger one holding its start.
+  bool overlaps(const Prefix& b) const {
+    auto inside = by_start_.lower_bound(b.network());
+    if (inside != by_start_.end() && inside->first <= b.last()) {
+      return true;
+    }
+    return std::any_of(lens_.begin(), lens_.end(), [&](int len) {
+      return len < b.len && find(block_containing(b.network(), len)) != nullptr;
+    });
+  }
+
+  size_t owners() const { return owners_.size(); }
+
+ private:
+  std::multimap<IpAddr, EtcdBlock> by_start_;
+  std::set<int> lens_;
+  std::set<std::string> owners_;
+};
 
 }  // namespace
 
@@ -110,7 +160,7 @@ std::vector<Prefix> blocks_of(const IpamConfig& config, size_t set) {
     u128 size = u128{1} << (r.subnet.addr.bits() - len);
     for (IpAddr at = r.subnet.network(); at <= r.subnet.last(); at = add(at, size)) {
       Prefix b{at, len};
-      if (b.last() >= r.start && b.network() <= r.end) {
+      if (intersects(b, r)) {
         out.push_back(b);
       }
       if (b.last() == r.subnet.last()) {
@@ -136,32 +186,20 @@ std::string block_key(const ClusterConfig& c, const std::string& network, const 
 }
 
 ClusterBlocks::ClusterBlocks(IpamConfig config, std::string network, std::string node,
-                             std::function<int64_t()> now)
-    : config_(std::move(config)),
+                             bool damage_tolerant, std::function<int64_t()> now)
+    : damage_tolerant_(damage_tolerant),
+      config_(std::move(config)),
       network_(std::move(network)),
       node_(std::move(node)),
       now_(now ? std::move(now) : [] { return static_cast<int64_t>(std::time(nullptr)); }),
       etcd_(client_for(*config_.cluster)) {}
 
-std::optional<size_t> ClusterBlocks::set_of(const Prefix& block) const {
-  for (size_t i = 0; i < config_.range_sets.size(); ++i) {
-    for (const auto& r : config_.range_sets[i].ranges) {
-      if (r.subnet.addr.v6 == block.addr.v6 && block.len == block_len(cluster(), block.addr.v6) &&
-          r.subnet.contains(block.network()) && block.last() >= r.start &&
-          block.network() <= r.end) {
-        return i;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-Expected<std::vector<HeldBlock>> ClusterBlocks::load(Store& store) const {
+Expected<NodeBlocks> ClusterBlocks::load(Store& store) const {
   std::string path = store.dir() + "/" + kBlocksFile;
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) {
-      return std::vector<HeldBlock>{};
+      return NodeBlocks{};
     }
     return Error(ErrorKind::kIo, "cannot read " + path + ": " + std::strerror(errno));
   }
@@ -170,7 +208,8 @@ Expected<std::vector<HeldBlock>> ClusterBlocks::load(Store& store) const {
   json doc = json::parse(text.str(), nullptr, false);
   // Written atomically: anything unreadable is damage, never a torn write.
   if (!doc.is_object() || !doc.contains("node") || !doc["node"].is_string() ||
-      !doc.contains("blocks") || !doc["blocks"].is_array()) {
+      !doc.contains("blocks") || !doc["blocks"].is_array() ||
+      (doc.contains("releasing") && !doc["releasing"].is_array())) {
     return Error(ErrorKind::kState, path + " is corrupt");
   }
   if (doc["node"] != node_) {
@@ -178,55 +217,68 @@ Expected<std::vector<HeldBlock>> ClusterBlocks::load(Store& store) const {
                                         doc["node"].get<std::string>() + ", this node is " + node_ +
                                         " (a store must not move between nodes)");
   }
-  std::vector<HeldBlock> out;
-  for (const auto& item : doc["blocks"]) {
-    HeldBlock b;
-    std::optional<Prefix> p;
-    if (item.is_object() && item.contains("block") && item["block"].is_string()) {
-      p = parse_prefix(item["block"].get<std::string>());
+  NodeBlocks out;
+  for (auto [key, list] :
+       {std::pair{"blocks", &out.held}, std::pair{"releasing", &out.releasing}}) {
+    for (const auto& item : doc.value(key, json::array())) {
+      HeldBlock b;
+      std::optional<Prefix> p;
+      if (item.is_object() && item.contains("block") && item["block"].is_string()) {
+        p = parse_prefix(item["block"].get<std::string>());
+      }
+      if (!p || !item.contains("revision") || !item["revision"].is_number_integer()) {
+        return Error(ErrorKind::kState, path + " has a malformed entry: " + item.dump());
+      }
+      b.block = *p;
+      b.revision = item["revision"].get<int64_t>();
+      if (item.contains("emptySince") && item["emptySince"].is_number_integer()) {
+        b.empty_since = item["emptySince"].get<int64_t>();
+      }
+      list->push_back(b);
     }
-    if (!p || !item.contains("revision") || !item["revision"].is_number_integer()) {
-      return Error(ErrorKind::kState, path + " has a malformed entry: " + item.dump());
-    }
-    b.block = *p;
-    b.revision = item["revision"].get<int64_t>();
-    if (item.contains("emptySince") && item["emptySince"].is_number_integer()) {
-      b.empty_since = item["emptySince"].get<int64_t>();
-    }
-    out.push_back(b);
   }
   return out;
 }
 
-Status ClusterBlocks::save(Store& store, const std::vector<HeldBlock>& blocks) const {
-  json list = json::array();
-  for (const auto& b : blocks) {
-    json item = {{"block", b.block.str()}, {"revision", b.revision}};
-    if (b.empty_since) {
-      item["emptySince"] = *b.empty_since;
+Status ClusterBlocks::save(Store& store, const NodeBlocks& blocks) const {
+  auto to_json = [](const std::vector<HeldBlock>& list) {
+    json out = json::array();
+    for (const auto& b : list) {
+      json item = {{"block", b.block.str()}, {"revision", b.revision}};
+      if (b.empty_since) {
+        item["emptySince"] = *b.empty_since;
+      }
+      out.push_back(std::move(item));
     }
-    list.push_back(std::move(item));
+    return out;
+  };
+  json doc = {{"node", node_}, {"blocks", to_json(blocks.held)}};
+  if (!blocks.releasing.empty()) {
+    doc["releasing"] = to_json(blocks.releasing);
   }
-  json doc = {{"node", node_}, {"blocks", std::move(list)}};
   return write_file_atomically(store.dir() + "/" + kBlocksFile, doc.dump(1) + "\n", 0600);
 }
 
 Expected<std::vector<RangeSet>> ClusterBlocks::held(Store& store) {
   auto blocks = load(store);
+  if (!blocks && damage_tolerant_) {
+    // DEL, CHECK and GC work on leases; they must not fail on the node's block list.
+    spdlog::warn("{}; leases only, no block released", blocks.error().msg());
+    return config_.range_sets;
+  }
   if (!blocks) {
     return std::move(blocks).error();
   }
-  std::sort(blocks->begin(), blocks->end(),
+  auto& list = blocks->held;
+  std::sort(list.begin(), list.end(),
             [](const HeldBlock& a, const HeldBlock& b) { return a.block.addr < b.block.addr; });
   std::vector<RangeSet> out;
   for (const auto& set : config_.range_sets) {
     RangeSet mine;
     mine.where = set.where;
-    for (const auto& b : *blocks) {
+    for (const auto& b : list) {
       for (const auto& r : set.ranges) {
-        if (r.subnet.addr.v6 != b.block.addr.v6 ||
-            b.block.len != block_len(cluster(), r.subnet.addr.v6) || b.block.last() < r.start ||
-            b.block.network() > r.end) {
+        if (b.block.len != block_len(cluster(), r.subnet.addr.v6) || !intersects(b.block, r)) {
           continue;
         }
         Range part = r;
@@ -240,6 +292,51 @@ Expected<std::vector<RangeSet>> ClusterBlocks::held(Store& store) {
   return out;
 }
 
+json ClusterBlocks::claim_value() const { return {{"node", node_}, {"claimedAt", now_rfc3339()}}; }
+
+Expected<std::optional<HeldBlock>> ClusterBlocks::adopt(const EtcdBlock& e) {
+  std::string key = block_key(cluster(), network_, e.block);
+  auto r = etcd_.txn({Compare{Compare::Target::kModRevision, key, e.mod_revision}},
+                     {Op{key, claim_value().dump()}});
+  if (!r) {
+    return Error(r.error().kind(), "cannot adopt block " + e.block.str() + ": " + r.error().msg());
+  }
+  if (!r->succeeded) {
+    spdlog::warn("block {} changed in etcd while this node adopted it: left alone", e.block.str());
+    return std::optional<HeldBlock>();
+  }
+  spdlog::info("adopted block {}: etcd says it is this node's (etcd revision {})", e.block.str(),
+               r->revision);
+  return std::optional<HeldBlock>(HeldBlock{e.block, r->revision, now_()});
+}
+
+Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b) {
+  std::string key = block_key(cluster(), network_, b);
+  auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0}},
+                     {Op{key, claim_value().dump()}});
+  if (!r) {
+    return Error(r.error().kind(), "cannot claim block " + b.str() + ": " + r.error().msg());
+  }
+  if (r->succeeded) {
+    spdlog::info("claimed block {} for {} (etcd revision {})", b.str(), node_, r->revision);
+    return std::optional<HeldBlock>(HeldBlock{b, r->revision, now_()});
+  }
+  // Lost to another node, or to this very claim: a txn the client retried on another
+  // member after its first attempt committed (a leader change) finds the key taken.
+  // The key did not exist when grow() read the blocks, and only this process (holding
+  // the store lock) claims for this node, so a key naming this node is this claim's.
+  auto now = etcd_.range(key, "");
+  if (!now) {
+    return Error(now.error().kind(), "cannot read block " + b.str() + ": " + now.error().msg());
+  }
+  if (now->size() == 1 && owner_of(now->front().value) == node_) {
+    spdlog::info("claimed block {} for {} (etcd revision {}, on a retry)", b.str(), node_,
+                 now->front().mod_revision);
+    return std::optional<HeldBlock>(HeldBlock{b, now->front().mod_revision, now_()});
+  }
+  return std::optional<HeldBlock>();
+}
+
 Status ClusterBlocks::grow(Store& store, size_t set) {
   auto local = load(store);
   if (!local) {
@@ -251,64 +348,70 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
     return Error(kvs.error().kind(), "cannot claim an address block for " +
                                          config_.range_sets[set].where + ": " + kvs.error().msg());
   }
-  std::map<std::string, const KeyValue*> taken;  // block text -> its key
-  std::set<std::string> owners;
-  for (const auto& kv : *kvs) {
-    if (auto b = block_of_key(kv.key, prefix)) {
-      taken[b->str()] = &kv;
-      owners.insert(owner_of(kv.value));
-    }
-  }
+  EtcdBlocks etcd(*kvs, prefix);
+  auto mine = [&](const Prefix& b) {
+    const EtcdBlock* e = etcd.find(b);
+    return e != nullptr && e->owner == node_;
+  };
   bool changed = false;
   // A block listed here that etcd no longer gives this node was reclaimed by an
   // operator: stop allocating from it (its leases stay until their DEL).
-  for (auto it = local->begin(); it != local->end();) {
-    auto t = taken.find(it->block.str());
-    if (t == taken.end() || owner_of(t->second->value) != node_) {
-      spdlog::error("block {} is no longer this node's in etcd ({}): no more addresses from it",
-                    it->block.str(),
-                    t == taken.end() ? "gone" : "now " + owner_of(t->second->value));
-      it = local->erase(it);
-      changed = true;
-    } else {
-      ++it;
+  std::erase_if(local->held, [&](const HeldBlock& h) {
+    if (mine(h.block)) {
+      return false;
     }
-  }
+    const EtcdBlock* e = etcd.find(h.block);
+    spdlog::error("block {} is no longer this node's in etcd ({}): no more addresses from it",
+                  h.block.str(), e == nullptr ? "gone" : "now " + e->owner);
+    changed = true;
+    return true;
+  });
+  // A release etcd no longer shows as pending has happened.
+  changed |=
+      std::erase_if(local->releasing, [&](const HeldBlock& h) { return !mine(h.block); }) > 0;
+
+  auto candidates = blocks_of(config_, set);
   auto listed = [&](const Prefix& b) {
-    return std::any_of(local->begin(), local->end(),
+    return std::any_of(local->held.begin(), local->held.end(),
                        [&](const HeldBlock& h) { return h.block.str() == b.str(); });
   };
-  // Blocks etcd gives this node that it does not list (a claim killed before
-  // it was recorded, a release killed half way): adopted.
-  auto candidates = blocks_of(config_, set);
+  Status result = ok_status();
   bool grew = false;
+  // Blocks etcd gives this node that it does not list (a claim killed before it
+  // was recorded, a release that did not finish): adopted.
   for (const auto& b : candidates) {
-    auto t = taken.find(b.str());
-    if (t != taken.end() && owner_of(t->second->value) == node_ && !listed(b)) {
-      spdlog::info("adopting block {}: etcd says it is this node's", b.str());
-      local->push_back({b, t->second->mod_revision, std::nullopt});
-      changed = grew = true;
+    const EtcdBlock* e = etcd.find(b);
+    if (e == nullptr || e->owner != node_ || listed(b)) {
+      continue;
+    }
+    auto adopted = adopt(*e);
+    if (!adopted) {
+      result = std::move(adopted).error();
+      break;
+    }
+    std::erase_if(local->releasing, [&](const HeldBlock& h) { return h.block.str() == b.str(); });
+    changed = true;
+    if (*adopted) {
+      local->held.push_back(**adopted);
+      grew = true;
     }
   }
-  if (!grew) {
+  if (result && !grew) {
     // Claim a free block; nodes start at different places to contend less.
     size_t n = candidates.size();
     size_t start = n == 0 ? 0 : static_cast<size_t>(fnv1a64(node_) % n);
     for (size_t i = 0; i < n && !grew; ++i) {
       const Prefix& b = candidates[(start + i) % n];
-      if (taken.count(b.str()) != 0) {
+      if (etcd.overlaps(b)) {
         continue;
       }
-      std::string key = block_key(cluster(), network_, b);
-      json value = {{"node", node_}, {"claimedAt", now_rfc3339()}};
-      auto r =
-          etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0}}, {Op{key, value.dump()}});
-      if (!r) {
-        return Error(r.error().kind(), "cannot claim block " + b.str() + ": " + r.error().msg());
+      auto claimed = claim(b);
+      if (!claimed) {
+        result = std::move(claimed).error();
+        break;
       }
-      if (r->succeeded) {
-        spdlog::info("claimed block {} for {} (etcd revision {})", b.str(), node_, r->revision);
-        local->push_back({b, r->revision, std::nullopt});
+      if (*claimed) {
+        local->held.push_back(**claimed);
         changed = grew = true;
       }
     }
@@ -318,25 +421,74 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
       return s;
     }
   }
+  if (!result) {
+    return result;
+  }
   if (!grew) {
     return Error(ErrorKind::kAddressUnavailable,
                  "no free address in the blocks node " + node_ + " holds in " +
                      config_.range_sets[set].where + " and all " +
                      std::to_string(candidates.size()) + " of its blocks are claimed (by " +
-                     std::to_string(owners.size()) + " nodes)");
+                     std::to_string(etcd.owners()) + " nodes)");
   }
   return ok_status();
 }
 
-bool ClusterBlocks::empty(Store& store, const Prefix& block) const {
-  for (IpAddr ip = block.network();; ip = add(ip, 1)) {
-    if (store.has_lease(ip)) {
-      return false;
+std::vector<bool> ClusterBlocks::occupied(Store& store, const std::vector<Prefix>& blocks) const {
+  // Small blocks (a v4 /26: 64 addresses) are probed address by address; when that
+  // would take more probes than reading the lease directory once, it is read instead
+  // (a v6 /80 block has 2^48 addresses).
+  constexpr u128 kMaxProbes = 4096;
+  u128 probes = 0;
+  for (const auto& b : blocks) {
+    int host_bits = b.addr.bits() - b.len;
+    probes += host_bits >= 32 ? kMaxProbes + 1 : u128{1} << host_bits;
+  }
+  std::vector<bool> out(blocks.size(), false);
+  if (probes <= kMaxProbes) {
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      for (IpAddr ip = blocks[k].network();; ip = add(ip, 1)) {
+        if (store.has_lease(ip)) {
+          out[k] = true;
+          break;
+        }
+        if (ip == blocks[k].last()) {
+          break;
+        }
+      }
     }
-    if (ip == block.last()) {
-      return true;
+    return out;
+  }
+  auto leased = store.leased_addresses();
+  if (!leased) {
+    spdlog::warn("{}: no block released", leased.error().msg());
+    return std::vector<bool>(blocks.size(), true);
+  }
+  for (const auto& ip : *leased) {
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      out[k] = out[k] || blocks[k].contains(ip);
     }
   }
+  return out;
+}
+
+bool ClusterBlocks::release_in_etcd(const HeldBlock& h) {
+  std::string key = block_key(cluster(), network_, h.block);
+  auto r =
+      etcd_.txn({Compare{Compare::Target::kModRevision, key, h.revision}}, {Op{key, std::nullopt}});
+  if (!r) {
+    // The delete may still commit: the block stays out of the node's list, and is
+    // retried by GC or taken back (rewritten) by the next claim.
+    spdlog::warn("block {} unlisted; its release in etcd did not complete: {}", h.block.str(),
+                 r.error().msg());
+    return false;
+  }
+  if (!r->succeeded) {
+    spdlog::warn("block {} changed in etcd since this node claimed it: left alone", h.block.str());
+  } else {
+    spdlog::info("released block {}", h.block.str());
+  }
+  return true;
 }
 
 void ClusterBlocks::released(Store& store, const std::vector<IpAddr>& ips, bool every_block) {
@@ -345,56 +497,73 @@ void ClusterBlocks::released(Store& store, const std::vector<IpAddr>& ips, bool 
     spdlog::warn("{}", local.error().msg());
     return;
   }
+  // Which blocks to look at: those the addresses were in, those already empty
+  // (they may be due), and on GC all of them.
+  std::vector<HeldBlock*> check;
+  std::vector<Prefix> check_blocks;
+  for (auto& h : local->held) {
+    bool touched =
+        every_block || h.empty_since ||
+        std::any_of(ips.begin(), ips.end(), [&](const IpAddr& ip) { return h.block.contains(ip); });
+    if (touched) {
+      check.push_back(&h);
+      check_blocks.push_back(h.block);
+    }
+  }
   int64_t now = now_();
   bool changed = false;
-  std::vector<HeldBlock> release;
-  for (auto it = local->begin(); it != local->end();) {
-    bool touched = every_block || std::any_of(ips.begin(), ips.end(), [&](const IpAddr& ip) {
-                     return block_containing(ip, it->block.len).str() == it->block.str();
-                   });
-    if (!touched && !it->empty_since) {
-      ++it;
-      continue;
-    }
-    if (!empty(store, it->block)) {
-      changed = changed || it->empty_since.has_value();
-      it->empty_since.reset();
-      ++it;
-      continue;
-    }
-    if (!it->empty_since) {
-      it->empty_since = now;
+  auto used = occupied(store, check_blocks);
+  for (size_t k = 0; k < check.size(); ++k) {
+    HeldBlock& h = *check[k];
+    if (used[k] && h.empty_since) {
+      h.empty_since.reset();
+      changed = true;
+    } else if (!used[k] && !h.empty_since) {
+      h.empty_since = now;
       changed = true;
     }
-    if (now - *it->empty_since >= cluster().release_after.count()) {
-      release.push_back(*it);
-      it = local->erase(it);
-      changed = true;
-      continue;
+  }
+  // Pending releases are retried by GC only, so that DELs never wait for an etcd
+  // that did not answer.
+  bool answered = true;
+  if (every_block) {
+    while (answered && !local->releasing.empty()) {
+      answered = release_in_etcd(local->releasing.front());
+      if (answered) {
+        local->releasing.erase(local->releasing.begin());
+        changed = true;
+      }
     }
-    ++it;
   }
-  if (!changed) {
-    return;
+  if (changed) {
+    if (auto s = save(store, *local); !s) {
+      spdlog::warn("{}", s.error().msg());
+      return;
+    }
   }
-  // Unlisted (and durable) first: from here on this node hands out nothing from them.
-  if (auto s = save(store, *local); !s) {
-    spdlog::warn("{}", s.error().msg());
-    return;
-  }
-  for (const auto& b : release) {
-    std::string key = block_key(cluster(), network_, b.block);
-    auto r = etcd_.txn({Compare{Compare::Target::kModRevision, key, b.revision}},
-                       {Op{key, std::nullopt}});
-    if (!r) {
-      // Still this node's in etcd: the next claim adopts it again.
-      spdlog::warn("block {} unlisted but not released in etcd: {}", b.block.str(),
-                   r.error().msg());
-    } else if (!r->succeeded) {
-      spdlog::warn("block {} changed in etcd since this node claimed it: left alone",
-                   b.block.str());
-    } else {
-      spdlog::info("released block {} (empty since {})", b.block.str(), *b.empty_since);
+  // Due blocks, one at a time: unlisted (durably) first, so that from then on this
+  // node hands out nothing from it, then deleted in etcd. The first delete etcd
+  // does not answer ends the round; the node keeps its other blocks.
+  auto due = [&](const HeldBlock& h) {
+    return h.empty_since && now - *h.empty_since >= cluster().release_after.count();
+  };
+  for (auto it = std::find_if(local->held.begin(), local->held.end(), due);
+       answered && it != local->held.end();
+       it = std::find_if(local->held.begin(), local->held.end(), due)) {
+    HeldBlock h = *it;
+    local->held.erase(it);
+    local->releasing.push_back(h);
+    if (auto s = save(store, *local); !s) {
+      spdlog::warn("{}", s.error().msg());
+      return;
+    }
+    answered = release_in_etcd(h);
+    if (answered) {
+      local->releasing.pop_back();
+      if (auto s = save(store, *local); !s) {
+        spdlog::warn("{}", s.error().msg());
+        return;
+      }
     }
   }
 }
@@ -426,7 +595,8 @@ Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
 
 Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
                                                   const std::string& network,
-                                                  const std::string& node) {
+                                                  const std::string& node,
+                                                  const std::function<void(const Prefix&)>& each) {
   auto owners = list_block_owners(config, network);
   if (!owners) {
     return std::move(owners).error();
@@ -445,6 +615,9 @@ Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
     }
     if (r->succeeded) {
       out.push_back(o.block);
+      if (each) {
+        each(o.block);
+      }
     }
   }
   return out;

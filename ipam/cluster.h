@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,21 @@ struct HeldBlock {
   std::optional<int64_t> empty_since;  // unix seconds; set by the DEL that emptied it
 };
 
+// The node's blocks file (blocks.json).
+struct NodeBlocks {
+  std::vector<HeldBlock> held;  // allocated from
+  // Unlisted for release, their etcd delete sent but not known to have happened: GC
+  // retries it, and a claim that finds one still the node's in etcd takes it back.
+  std::vector<HeldBlock> releasing;
+};
+
+// A block as etcd records it.
+struct EtcdBlock {
+  Prefix block;
+  std::string owner;  // empty when the value is unreadable
+  int64_t mod_revision = 0;
+};
+
 // Reads the node name the DaemonSet wrote; kTryAgainLater when it has not
 // yet, kInvalidConfig when it is not a Kubernetes node name.
 Expected<std::string> read_node_name(const std::string& file);
@@ -52,22 +68,35 @@ std::string blocks_prefix(const ClusterConfig& c, const std::string& network);
 
 class ClusterBlocks final : public BlockSource {
  public:
-  // `config.cluster` must be set.
+  // `config.cluster` must be set. `damage_tolerant` (DEL, CHECK, GC): a damaged
+  // blocks.json means leases only (the config's whole ranges), never a failed call.
   ClusterBlocks(IpamConfig config, std::string network, std::string node,
-                std::function<int64_t()> now = {});
+                bool damage_tolerant = false, std::function<int64_t()> now = {});
 
   Expected<std::vector<RangeSet>> held(Store& store) override;
   Status grow(Store& store, size_t set) override;
   void released(Store& store, const std::vector<IpAddr>& ips, bool every_block) override;
 
  private:
-  Expected<std::vector<HeldBlock>> load(Store& store) const;
-  Status save(Store& store, const std::vector<HeldBlock>& blocks) const;
-  std::optional<size_t> set_of(const Prefix& block) const;
-  bool empty(Store& store, const Prefix& block) const;
+  Expected<NodeBlocks> load(Store& store) const;
+  Status save(Store& store, const NodeBlocks& blocks) const;
+  nlohmann::json claim_value() const;
+  // Takes a block etcd says is this node's but the node does not list. Rewritten, not
+  // just listed: the rewrite moves its mod_revision, so a delete of it still in flight
+  // (a release that timed out) or an operator's reclaim can no longer remove it from
+  // under the node. nullopt when the key changed meanwhile.
+  Expected<std::optional<HeldBlock>> adopt(const EtcdBlock& e);
+  // The block if this node got it; nullopt when another node has it.
+  Expected<std::optional<HeldBlock>> claim(const Prefix& b);
+  // For each block, whether some address in it is leased.
+  std::vector<bool> occupied(Store& store, const std::vector<Prefix>& blocks) const;
+  // Deletes an unlisted block in etcd if unchanged since the node claimed it; false
+  // when etcd did not answer (whether it is deleted is then unknown).
+  bool release_in_etcd(const HeldBlock& h);
 
   const ClusterConfig& cluster() const { return *config_.cluster; }
 
+  bool damage_tolerant_;
   IpamConfig config_;
   std::string network_;
   std::string node_;
@@ -86,8 +115,9 @@ Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
                                                     const std::string& network);
 // Deletes every block `node` holds in etcd (each only if unchanged since it was
 // read); returns the blocks deleted. For a node that is gone: see the README.
-Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
-                                                  const std::string& network,
-                                                  const std::string& node);
+// `each` is called for every block as it is deleted.
+Expected<std::vector<Prefix>> reclaim_node_blocks(
+    const IpamConfig& config, const std::string& network, const std::string& node,
+    const std::function<void(const Prefix&)>& each = {});
 
 }  // namespace rdmanet::ipam

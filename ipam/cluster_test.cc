@@ -60,6 +60,11 @@ TEST(ClusterConfig, ErrorsNameTheField) {
        "ipam.cluster.etcd.prefix"},
       {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"timeout", 0}}}}),
        "ipam.cluster.etcd.timeout"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"timeout", 61}}}}),
+       "ipam.cluster.etcd.timeout"},
+      {cluster_conf(
+           {{"etcd", {{"endpoints", {"https://a:1", "http://b:1"}}, {"tls", {{"ca", "/ca"}}}}}}),
+       "ipam.cluster.etcd.tls"},
       {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"tls", {{"key", "/k"}}}}}}),
        "ipam.cluster.etcd.tls.cert"},
       {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"tls", {{"ca", "ca.pem"}}}}}}),

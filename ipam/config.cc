@@ -196,6 +196,10 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
   if (auto s = seconds_field(e, "timeout", 1, &timeout); !s) {
     return std::move(s).error();
   }
+  if (timeout > 60) {
+    // A CNI call is itself bounded by the runtime; a minute of waiting is already too long.
+    return e.error("timeout", "must be at most 60 seconds, got " + std::to_string(timeout));
+  }
   c.timeout = std::chrono::seconds(timeout);
   json tls;
   if (auto s = e.object("tls", &tls); !s) {
@@ -215,6 +219,12 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
     if (c.tls.cert.empty() != c.tls.key.empty()) {
       return t.error(c.tls.cert.empty() ? "cert" : "key",
                      "is required with " + t.path(c.tls.cert.empty() ? "key" : "cert"));
+    }
+    for (const auto& ep : c.endpoints) {
+      if (!ep.tls) {
+        // The certificates would protect some members' traffic and not the others'.
+        return e.error("tls", "is set, but endpoint " + ep.url + " is not https");
+      }
     }
   }
   return c;

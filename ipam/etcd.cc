@@ -281,11 +281,11 @@ class Connection {
     in6_addr any{};
     bool is_ip = inet_pton(AF_INET, e_.host.c_str(), &any) == 1 ||
                  inet_pton(AF_INET6, e_.host.c_str(), &any) == 1;
-    if (is_ip) {
-      X509_VERIFY_PARAM_set1_ip_asc(param, e_.host.c_str());
-    } else {
-      SSL_set_tlsext_host_name(ssl_, e_.host.c_str());
-      X509_VERIFY_PARAM_set1_host(param, e_.host.c_str(), 0);
+    // Without the name or address to check, any certificate of the CA would do.
+    if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, e_.host.c_str()) != 1
+              : SSL_set_tlsext_host_name(ssl_, e_.host.c_str()) != 1 ||
+                    X509_VERIFY_PARAM_set1_host(param, e_.host.c_str(), 0) != 1) {
+      return Failure{"TLS: cannot set the name to verify: " + openssl_error()};
     }
     for (;;) {
       ERR_clear_error();

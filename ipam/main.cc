@@ -28,10 +28,11 @@ struct Network {
   Allocator* operator->() const { return allocator.get(); }
 };
 
-// `adding`: only ADD needs the node's name (to allocate inside its blocks).
-// DEL, CHECK and GC without it still release and check leases, as in node
-// mode, so a missing node name file never makes a DEL fail; blocks emptied
-// meanwhile are released by a later DEL or GC.
+// `adding`: only ADD needs the node's name and its block list (to allocate
+// inside its blocks). DEL, CHECK and GC without them (node name file missing,
+// blocks.json damaged) still release and check leases, as in node mode, so
+// cluster metadata never makes a DEL fail; blocks emptied meanwhile are
+// released by a later DEL or GC.
 Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
   auto config = parse_ipam_config(call.conf.ipam);
   if (!config) {
@@ -41,7 +42,7 @@ Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
   if (config->cluster) {
     auto node = read_node_name(config->cluster->node_name_file);
     if (node) {
-      net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node);
+      net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node, !adding);
     } else if (adding) {
       return std::move(node).error();
     } else {
@@ -168,11 +169,16 @@ int cluster_main(const std::vector<std::string>& args) {
     std::cerr << args[1] << ": not a readable JSON network config\n";
     return 1;
   }
-  std::string network = doc.value("name", "");
+  auto string_at = [](const nlohmann::json& obj, const char* key) {
+    return obj.is_object() && obj.contains(key) && obj[key].is_string()
+               ? obj[key].get<std::string>()
+               : std::string();
+  };
+  std::string network = string_at(doc, "name");
   nlohmann::json ipam = doc.value("ipam", nlohmann::json());
   if (doc.contains("plugins") && doc["plugins"].is_array()) {
     for (const auto& p : doc["plugins"]) {
-      if (p.is_object() && p.contains("ipam") && p["ipam"].value("type", "") == "rdmanet-ipam") {
+      if (p.is_object() && p.contains("ipam") && string_at(p["ipam"], "type") == "rdmanet-ipam") {
         ipam = p["ipam"];
         break;
       }
@@ -199,13 +205,13 @@ int cluster_main(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  auto gone = reclaim_node_blocks(*config, network, args[2]);
+  // Each block is printed as it goes, so a failure half way says what is done.
+  auto gone = reclaim_node_blocks(*config, network, args[2], [&](const Prefix& b) {
+    std::cout << "reclaimed " << b.str() << " from " << args[2] << std::endl;
+  });
   if (!gone) {
     std::cerr << gone.error().msg() << "\n";
     return 1;
-  }
-  for (const auto& b : *gone) {
-    std::cout << "reclaimed " << b.str() << " from " << args[2] << "\n";
   }
   std::cout << gone->size() << " blocks of " << args[2] << " reclaimed\n";
   return 0;

@@ -383,6 +383,20 @@ Expected<std::vector<Lease>> Store::list_leases() const {
   return leases;
 }
 
+Expected<std::vector<IpAddr>> Store::leased_addresses() const {
+  auto names = list_dir(leases_fd_, dir_ + "/leases");
+  if (!names) {
+    return std::move(names).error();
+  }
+  std::vector<IpAddr> out;
+  for (const auto& name : *names) {
+    if (auto ip = parse_ip(name)) {  // not temporaries
+      out.push_back(*ip);
+    }
+  }
+  return out;
+}
+
 std::string Store::record_name(const Owner& owner) {
   std::string key = owner.container_id + '\0' + owner.ifname;
   std::array<char, 17> h{};

@@ -97,6 +97,8 @@ class Store {
   Status release(const IpAddr& ip);
   // Every lease (O(leases): sweeps, GC and index rebuilds only).
   Expected<std::vector<Lease>> list_leases() const;
+  // The leased addresses, from the directory alone (no lease is read).
+  Expected<std::vector<IpAddr>> leased_addresses() const;
 
   Expected<std::optional<Record>> read_record(const Owner& owner) const;
   Status write_record(const Record& record);

@@ -1,8 +1,9 @@
 """A real 3-member etcd cluster on 127.0.0.1 for the cluster-IPAM tests and
 benchmark: Debian's etcd-server, clients over TLS with client certificates
 (a CA, server and client certificates made with the openssl CLI), peers over
-plain HTTP. Everything lives in one temporary directory; stop() kills the
-members and removes it.
+plain HTTP. Each member also listens for clients on plain HTTP (for
+LossyProxy, which must read the answers it drops). Everything lives in one
+temporary directory; stop() kills the members and removes it.
 
 Also: simulated nodes (a node name file and a data dir each) that drive the
 real rdmanet-ipam binary through the CNI protocol, and the invariant check
@@ -16,8 +17,10 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import time
 
 
@@ -41,9 +44,10 @@ class EtcdCluster:
     def __init__(self, members=3):
         self.dir = tempfile.mkdtemp(prefix="rdmanet-etcd-")
         self.names = [f"m{i}" for i in range(members)]
-        ports = _free_ports(2 * members)
+        ports = _free_ports(3 * members)
         self.client_ports = ports[:members]
-        self.peer_ports = ports[members:]
+        self.peer_ports = ports[members:2 * members]
+        self.http_ports = ports[2 * members:]
         self.procs = {}
         self._make_certs()
 
@@ -73,6 +77,10 @@ class EtcdCluster:
     def endpoints(self):
         return [f"https://127.0.0.1:{p}" for p in self.client_ports]
 
+    @property
+    def http_endpoints(self):
+        return [f"http://127.0.0.1:{p}" for p in self.http_ports]
+
     def start(self):
         for i in range(len(self.names)):
             self.start_member(i)
@@ -87,7 +95,8 @@ class EtcdCluster:
     def _spawn(self, name, i, log):
         initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
         cmd = ["etcd", "--name", name, "--data-dir", os.path.join(self.dir, name + ".data"),
-               "--listen-client-urls", f"https://127.0.0.1:{self.client_ports[i]}",
+               "--listen-client-urls",
+               f"https://127.0.0.1:{self.client_ports[i]},http://127.0.0.1:{self.http_ports[i]}",
                "--advertise-client-urls", f"https://127.0.0.1:{self.client_ports[i]}",
                "--listen-peer-urls", f"http://127.0.0.1:{self.peer_ports[i]}",
                "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer_ports[i]}",
@@ -131,12 +140,14 @@ class EtcdCluster:
         self.procs[i].wait()
         self.procs[i] = None
 
-    def get_prefix(self, prefix):
-        """{key: value} under prefix, read with etcdctl."""
+    def get_prefix(self, prefix, field="value"):
+        """{key: value} (or another field of the kv, e.g. mod_revision) under prefix,
+        read with etcdctl."""
         r = self.etcdctl("get", "--prefix", prefix, "-w", "json")
         doc = json.loads(r.stdout)
         import base64
-        return {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv.get("value", "")).decode()
+        return {base64.b64decode(kv["key"]).decode():
+                base64.b64decode(kv.get("value", "")).decode() if field == "value" else kv[field]
                 for kv in doc.get("kvs", [])}
 
     def stop(self):
@@ -145,6 +156,76 @@ class EtcdCluster:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class LossyProxy:
+    """Plain-HTTP proxies, one in front of each etcd member port given, that forward
+    the requests of the connections numbered in `drop` (1-based, counted across all
+    of them) but answer them by closing the connection: the request takes effect,
+    the client never learns it (as when a leader changes after committing). Use as
+    a context manager."""
+
+    def __init__(self, ports, drop):
+        self.drop, self.dropped, self.count = set(drop), 0, 0
+        self.lock = threading.Lock()
+        self.socks, self.urls, self.threads = [], [], []
+        for port in ports:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(16)
+            self.socks.append(s)
+            self.urls.append(f"http://127.0.0.1:{s.getsockname()[1]}")
+            self.threads.append(threading.Thread(target=self._serve, args=(s, port), daemon=True))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        for s in self.socks:
+            s.close()
+
+    @staticmethod
+    def _read_request(conn):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value.strip())
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return head + b"\r\n\r\n" + body
+
+    def _serve(self, sock, port):
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.count += 1
+                number = self.count
+            with conn, socket.create_connection(("127.0.0.1", port)) as up:
+                up.sendall(self._read_request(conn))
+                answer = b""
+                while chunk := up.recv(65536):
+                    answer += chunk
+                if number in self.drop:
+                    self.dropped += 1
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    conn.sendall(answer)
 
 
 class Node:
@@ -174,7 +255,8 @@ class Node:
             env["ASAN_OPTIONS"] = "detect_leaks=0"
         cmd = [self.binary] if trace is None else ["strace", "-f", "-qq", "-o", trace,
                                                    "-e", "trace=connect", self.binary]
-        r = subprocess.run(cmd, input=conf, capture_output=True, text=True, env=env)
+        # A call that hangs is a failure, not a stuck test run.
+        r = subprocess.run(cmd, input=conf, capture_output=True, text=True, env=env, timeout=120)
         out = json.loads(r.stdout) if r.stdout.strip() else {}
         return r.returncode, out, r.stderr
 
@@ -200,6 +282,10 @@ def check_invariant(cluster, nodes, network, prefix="/rdmanet/ipam"):
     for key, value in kvs.items():
         block = key.rsplit("/", 1)[1].replace("_", "/")
         owners[block] = json.loads(value)["node"]
+    # Blocks of different sizes (a blockSize change) must not overlap either.
+    nets = sorted((ipaddress.ip_network(b) for b in owners), key=lambda n: (n.version, n))
+    for a, b in zip(nets, nets[1:]):
+        assert a.version != b.version or not a.overlaps(b), f"blocks {a} and {b} overlap in etcd"
     seen_blocks = {}
     seen_ips = {}
     for n in nodes:

@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from etcd_cluster import EtcdCluster, Node, check_invariant  # noqa: E402
+from etcd_cluster import EtcdCluster, LossyProxy, Node, check_invariant  # noqa: E402
 
 BINARY = None
 PREFIX = "/rdmanet/ipam"
@@ -210,11 +210,113 @@ class ClusterIpam(unittest.TestCase):
         self.assertEqual(n.cni("ADD", "x0", conf)[0], 0)
         [block] = n.blocks(net)
         os.remove(os.path.join(n.data, net, "blocks.json"))
+        before = self.etcd.get_prefix(f"{PREFIX}/{net}/", "mod_revision")
         rc, out, err = n.cni("ADD", "x1", conf)
         self.assertEqual(rc, 0, err)
         self.assertEqual(n.blocks(net), [block])  # adopted
-        self.assertEqual(len(self.etcd.get_prefix(f"{PREFIX}/{net}/")), 1)  # no second claim
+        after = self.etcd.get_prefix(f"{PREFIX}/{net}/", "mod_revision")
+        self.assertEqual(list(after), list(before))  # no second claim
+        # Rewritten, so that a delete or reclaim comparing the old revision cannot land.
+        [key] = after
+        self.assertGreater(int(after[key]), int(before[key]))
         check_invariant(self.etcd, self.nodes, net)
+
+    def test_claim_whose_answer_was_lost_is_still_the_nodes(self):
+        # The claim commits, the answer is lost, the client retries on the next
+        # member and finds the key taken: by this very claim.
+        net = "rail-lost-answer"
+        ranges = [[{"subnet": "10.49.0.0/26", "gateway": "10.49.0.1"}]]
+        n = self.nodes[0]
+        # Connection 1 reads the blocks, connection 2 is the claim.
+        with LossyProxy(self.etcd.http_ports, drop={2}) as proxy:
+            cluster = {"blockSize": 29, "releaseAfter": 3600,
+                       "etcd": {"endpoints": proxy.urls,
+                                "prefix": PREFIX, "timeout": 8}}
+            rc, out, err = n.cni("ADD", "l0", n.conf(net, cluster, ranges))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(proxy.dropped, 1)
+        keys = self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/")
+        self.assertEqual(len(keys), 1, f"a second block was claimed: {sorted(keys)}")
+        self.assertEqual(n.blocks(net), [k.rsplit("/", 1)[1].replace("_", "/") for k in keys])
+        check_invariant(self.etcd, self.nodes, net)
+
+    def test_a_changed_block_size_never_overlaps_held_blocks(self):
+        net = "rail-resize"
+        ranges = [[{"subnet": "10.47.0.0/27", "gateway": "10.47.0.1"}]]  # 4 /29s or 2 /28s
+        a, b, _ = self.nodes
+        self.assertEqual(a.cni("ADD", "a0", a.conf(net, self.cluster(), ranges))[0], 0)
+        [held] = a.blocks(net)
+        # b reads a newer NAD with /28 blocks: one of the two covers a's /29.
+        codes = [b.cni("ADD", f"b{i}", b.conf(net, self.cluster(blockSize=28), ranges))[1].get("code")
+                 for i in range(17)]
+        self.assertIn(None, codes)  # it got the other /28
+        self.assertEqual(codes[-1], 104)
+        [mine] = b.blocks(net)
+        self.assertFalse(ipaddress.ip_network(mine).overlaps(ipaddress.ip_network(held)))
+        check_invariant(self.etcd, self.nodes, net)
+
+    def test_damaged_block_list_fails_add_but_never_del(self):
+        net = "rail-damaged"
+        ranges = [[{"subnet": "10.50.0.0/26", "gateway": "10.50.0.1"}]]
+        n = self.nodes[1]
+        conf = n.conf(net, self.cluster(), ranges)
+        self.assertEqual(n.cni("ADD", "d0", conf)[0], 0)
+        with open(os.path.join(n.data, net, "blocks.json"), "w") as f:
+            f.write("{not json")
+        rc, out, _ = n.cni("ADD", "d1", conf)
+        self.assertEqual((rc, out.get("code")), (1, 107), out)
+        self.assertIn("blocks.json", out["msg"])
+        rc, _, err = n.cni("DEL", "d0", conf)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(n.leases(net), [])
+
+    def test_release_etcd_did_not_answer_is_finished_later(self):
+        net = "rail-pending"
+        ranges = [[{"subnet": "10.51.0.0/26", "gateway": "10.51.0.1"}]]
+        n = self.nodes[2]
+        live = self.cluster(releaseAfter=0)
+        dead = dict(live, etcd=dict(live["etcd"], endpoints=["https://127.0.0.1:9"], timeout=1))
+        blocks_key = f"{PREFIX}/{net}/blocks/"
+
+        def pending():
+            with open(os.path.join(n.data, net, "blocks.json")) as f:
+                return [b["block"] for b in json.load(f).get("releasing", [])]
+
+        self.assertEqual(n.cni("ADD", "q0", n.conf(net, live, ranges))[0], 0)
+        [block] = n.blocks(net)
+        # The DEL empties the block; etcd does not answer the release.
+        rc, _, err = n.cni("DEL", "q0", n.conf(net, dead, ranges))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((n.blocks(net), pending()), ([], [block]))
+        self.assertEqual(len(self.etcd.get_prefix(blocks_key)), 1)
+        # The next claim takes it back (rewritten), rather than claiming another.
+        self.assertEqual(n.cni("ADD", "q1", n.conf(net, live, ranges))[0], 0)
+        self.assertEqual((n.blocks(net), pending()), ([block], []))
+        self.assertEqual(len(self.etcd.get_prefix(blocks_key)), 1)
+        # Again, and this time GC finishes the release.
+        self.assertEqual(n.cni("DEL", "q1", n.conf(net, dead, ranges))[0], 0)
+        self.assertEqual(pending(), [block])
+        gc = json.loads(n.conf(net, live, ranges))
+        gc["cni.dev/valid-attachments"] = []
+        rc, _, err = n.cni("GC", "", json.dumps(gc))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual((n.blocks(net), pending()), ([], []))
+        self.assertEqual(self.etcd.get_prefix(blocks_key), {})
+        check_invariant(self.etcd, self.nodes, net)
+
+    def test_ipv6_blocks_of_2_48_addresses_are_released(self):
+        # Emptiness comes from the lease directory, not from probing each address.
+        net = "rail-v6"
+        ranges = [[{"subnet": "fd00:52::/64"}]]
+        n = self.nodes[0]
+        conf = n.conf(net, self.cluster(blockSizeV6=80, releaseAfter=0), ranges)
+        rc, out, err = n.cni("ADD", "v0", conf)
+        self.assertEqual(rc, 0, err)
+        [block] = n.blocks(net)
+        self.assertTrue(block.endswith("/80"))
+        self.assertEqual(n.cni("DEL", "v0", conf)[0], 0)
+        self.assertEqual(n.blocks(net), [])
+        self.assertEqual(self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/"), {})
 
     def test_bad_cluster_config_is_error_7_naming_the_field(self):
         n = self.nodes[0]
