@@ -362,17 +362,13 @@ Status Store::release(const IpAddr& ip) {
 }
 
 Expected<std::vector<Lease>> Store::list_leases() const {
-  auto names = list_dir(leases_fd_, dir_ + "/leases");
-  if (!names) {
-    return std::move(names).error();
+  auto ips = leased_addresses();
+  if (!ips) {
+    return std::move(ips).error();
   }
   std::vector<Lease> leases;
-  for (const auto& name : *names) {
-    auto ip = parse_ip(name);
-    if (!ip) {
-      continue;  // temporaries
-    }
-    auto lease = read_lease(*ip);
+  for (const auto& ip : *ips) {
+    auto lease = read_lease(ip);
     if (!lease) {
       return std::move(lease).error();
     }
