@@ -14,7 +14,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -240,11 +242,14 @@ class Connection {
       ssize_t n = 0;
       if (ssl_ != nullptr) {
         ERR_clear_error();
+        errno = 0;
         int rc = SSL_read(ssl_, buf.data(), static_cast<int>(buf.size()));
         if (rc <= 0) {
           int err = SSL_get_error(ssl_, rc);
-          if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
-            return std::nullopt;  // close_notify, or a plain close after the answer
+          // close_notify, or a plain close after the answer (not a reset: errno set).
+          if (err == SSL_ERROR_ZERO_RETURN ||
+              (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0)) {
+            return std::nullopt;
           }
           if (auto f = tls_wait(rc, "read")) {
             return f;
@@ -352,6 +357,21 @@ class BlockSigpipe {
   sigset_t old_{};
 };
 
+// The CA bundle of the node's distribution, when the config names none. Not
+// OpenSSL's built-in default: that is the build machine's OPENSSLDIR (Debian's
+// /usr/lib/ssl), which other distributions do not have.
+std::string system_ca_bundle() {
+  for (const char* path : {"/etc/ssl/certs/ca-certificates.crt",  // Debian, Ubuntu, Arch, Gentoo
+                           "/etc/pki/tls/certs/ca-bundle.crt",    // RHEL, Fedora, Amazon Linux
+                           "/etc/ssl/ca-bundle.pem",              // SUSE
+                           "/etc/ssl/cert.pem"}) {                // Alpine, Flatcar
+    if (access(path, R_OK) == 0) {
+      return path;
+    }
+  }
+  return "";
+}
+
 // Splits "HTTP/1.0 200 OK\r\n...\r\n\r\nbody".
 std::optional<Failure> parse_http(const std::string& raw, int* status, std::string* body) {
   size_t end = raw.find("\r\n\r\n");
@@ -363,6 +383,21 @@ std::optional<Failure> parse_http(const std::string& raw, int* status, std::stri
     return Failure{"not an HTTP answer"};
   }
   *body = raw.substr(end + 4);
+  // Without a Content-Length the answer ends with the connection; with one, a
+  // shorter body is an answer cut short (a member dying mid-answer): retried.
+  std::string head = raw.substr(0, end);
+  std::transform(head.begin(), head.end(), head.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (size_t at = head.find("\r\ncontent-length:"); at != std::string::npos) {
+    size_t from = head.find_first_not_of(' ', at + 17);
+    size_t length = 0;
+    auto [p2, ec2] = std::from_chars(head.data() + std::min(from, head.size()),
+                                     head.data() + head.size(), length);
+    if (ec2 != std::errc() || body->size() != length) {
+      return Failure{"answer cut short (" + std::to_string(body->size()) + " of " +
+                     std::to_string(length) + " bytes)"};
+    }
+  }
   return std::nullopt;
 }
 
@@ -388,9 +423,9 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
         }
         SSL_CTX_set_min_proto_version(tls->ctx, TLS1_2_VERSION);
         SSL_CTX_set_verify(tls->ctx, SSL_VERIFY_PEER, nullptr);
-        bool ca_ok = tls_files_.ca.empty() ? SSL_CTX_set_default_verify_paths(tls->ctx) == 1
-                                           : SSL_CTX_load_verify_locations(
-                                                 tls->ctx, tls_files_.ca.c_str(), nullptr) == 1;
+        std::string ca = tls_files_.ca.empty() ? system_ca_bundle() : tls_files_.ca;
+        bool ca_ok = ca.empty() ? SSL_CTX_set_default_verify_paths(tls->ctx) == 1
+                                : SSL_CTX_load_verify_locations(tls->ctx, ca.c_str(), nullptr) == 1;
         if (!ca_ok) {
           return Error(ErrorKind::kInvalidConfig,
                        "cannot load the etcd CA " + tls_files_.ca + ": " + openssl_error());
@@ -457,8 +492,10 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
             "etcd unreachable for " + std::to_string(timeout_.count()) + " ms (" + all + ")");
       }
     }
-    // Every member failed this round (an election takes ~1 s at most): back off a little.
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50 * (round + 1), 250)));
+    // Every member failed this round (an election takes ~1 s at most): back off a
+    // little, never past the deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        std::min<long long>(std::min(50 * (round + 1), 250), remaining_ms(deadline))));
   }
 }
 

@@ -4,6 +4,14 @@
 #include "ipam/etcd.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
 
 namespace rdmanet::ipam {
 namespace {
@@ -108,6 +116,52 @@ TEST(EtcdClient, NoMemberListeningIsTryAgainLaterNamingEachEndpoint) {
   EXPECT_NE(r.error().msg().find("http://127.0.0.1:9: connect"), std::string::npos)
       << r.error().msg();
   EXPECT_NE(r.error().msg().find("http://127.0.0.1:11: connect"), std::string::npos);
+}
+
+// A member that dies in the middle of its answer: it announces a body longer than
+// what it sends, then closes. That is no answer, and must not be taken for one.
+TEST(EtcdClient, AnAnswerCutShortIsRetriedNotTakenForTheAnswer) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0};
+  std::thread member([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (poll(&p, 1, 20) != 1) {
+        continue;
+      }
+      int conn = accept(listener, nullptr, nullptr);
+      std::string request;
+      char buf[4096];
+      ssize_t n = 0;
+      while (request.find("}") == std::string::npos && (n = read(conn, buf, sizeof buf)) > 0) {
+        request.append(buf, static_cast<size_t>(n));
+      }
+      std::string cut = "HTTP/1.0 200 OK\r\nContent-Length: 120\r\n\r\n{\"header\":{\"revision\":";
+      (void)!write(conn, cut.data(), cut.size());
+      close(conn);
+      ++answered;
+    }
+  });
+  std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  EtcdClient client({*parse_endpoint(url)}, {}, std::chrono::milliseconds(300));
+  auto r = client.range("/x", "");
+  stop = true;
+  member.join();
+  close(listener);
+  ASSERT_FALSE(r);
+  // Taken for the answer, it would fail at once as undecodable (kIo); the message
+  // names only the last attempt's failure, which may be the deadline itself.
+  EXPECT_EQ(r.error().kind(), ErrorKind::kTryAgainLater) << r.error().msg();
+  EXPECT_GE(answered.load(), 2) << "not retried";
 }
 
 }  // namespace
