@@ -14,6 +14,7 @@
 
 #include "cni/atomic_file.h"
 #include "cni/hex.h"
+#include "ipam/pool.h"
 
 namespace rdmanet::ipam {
 
@@ -70,6 +71,21 @@ EtcdClient client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.ti
 // True when some address of `block` is in the range (between its start and end).
 bool intersects(const Prefix& block, const Range& r) {
   return r.subnet.addr.v6 == block.addr.v6 && block.last() >= r.start && block.network() <= r.end;
+}
+
+// The part of range set `set` inside `block`.
+RangeSet clipped(const RangeSet& set, const Prefix& block) {
+  RangeSet part;
+  part.where = set.where;
+  for (const auto& r : set.ranges) {
+    if (intersects(block, r)) {
+      Range c = r;
+      c.start = std::max(r.start, block.network());
+      c.end = std::min(r.end, block.last());
+      part.ranges.push_back(c);
+    }
+  }
+  return part;
 }
 
 // The block a key names ("<prefix>/<net>/blocks/10.1.0.64_26"), or nullopt.
@@ -277,14 +293,9 @@ Expected<std::vector<RangeSet>> ClusterBlocks::held(Store& store) {
     RangeSet mine;
     mine.where = set.where;
     for (const auto& b : list) {
-      for (const auto& r : set.ranges) {
-        if (b.block.len != block_len(cluster(), r.subnet.addr.v6) || !intersects(b.block, r)) {
-          continue;
-        }
-        Range part = r;
-        part.start = std::max(r.start, b.block.network());
-        part.end = std::min(r.end, b.block.last());
-        mine.ranges.push_back(part);
+      if (b.block.len == block_len(cluster(), b.block.addr.v6)) {
+        auto part = clipped(set, b.block);
+        mine.ranges.insert(mine.ranges.end(), part.ranges.begin(), part.ranges.end());
       }
     }
     out.push_back(std::move(mine));
@@ -402,7 +413,9 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
     size_t start = n == 0 ? 0 : static_cast<size_t>(fnv1a64(node_) % n);
     for (size_t i = 0; i < n && !grew; ++i) {
       const Prefix& b = candidates[(start + i) % n];
-      if (etcd.overlaps(b)) {
+      // A block whose every address is excluded (or a gateway) would only be held.
+      if (etcd.overlaps(b) ||
+          !Pool(clipped(config_.range_sets[set], b), config_.exclude).next_unreserved(0)) {
         continue;
       }
       auto claimed = claim(b);

@@ -255,6 +255,19 @@ class ClusterIpam(unittest.TestCase):
         self.assertFalse(ipaddress.ip_network(mine).overlaps(ipaddress.ip_network(held)))
         check_invariant(self.etcd, self.nodes, net)
 
+    def test_blocks_with_nothing_to_hand_out_are_not_claimed(self):
+        net = "rail-excluded"
+        ranges = [[{"subnet": "10.53.0.0/26", "gateway": "10.53.0.1"}]]
+        n = self.nodes[0]
+        # 7 of the 8 /29 blocks are excluded whole.
+        conf = n.conf(net, self.cluster(), ranges,
+                      exclude=["10.53.0.0/27", "10.53.0.32/28", "10.53.0.48/29"])
+        rc, out, err = n.cni("ADD", "e0", conf)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(n.blocks(net), ["10.53.0.56/29"])
+        self.assertEqual(len(self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/")), 1)
+        check_invariant(self.etcd, self.nodes, net)
+
     def test_damaged_block_list_fails_add_but_never_del(self):
         net = "rail-damaged"
         ranges = [[{"subnet": "10.50.0.0/26", "gateway": "10.50.0.1"}]]
