@@ -95,6 +95,14 @@ void install(std::vector<spdlog::sink_ptr> inner, spdlog::level::level_enum leve
   spdlog::set_default_logger(std::move(logger));
 }
 
+// Creates the missing directories above `file` 0700: spdlog would make them 0755.
+void make_private_parents(const std::string& file) {
+  for (size_t slash = file.find('/', 1); slash != std::string::npos;
+       slash = file.find('/', slash + 1)) {
+    (void)::mkdir(file.substr(0, slash).c_str(), 0700);  // EEXIST: left as it is
+  }
+}
+
 }  // namespace
 
 void init_logging(const std::string& plugin) {
@@ -107,6 +115,7 @@ void configure_logging(const NetConf& conf, const std::string& context) {
   std::vector<spdlog::sink_ptr> sinks = {std::make_shared<spdlog::sinks::stderr_sink_st>()};
   std::string file_error;
   if (!conf.log_file.empty()) {
+    make_private_parents(conf.log_file);
     try {
       // Private: the log names pods, netns paths and addresses.
       spdlog::file_event_handlers private_file;

@@ -37,6 +37,24 @@ TEST(Log, FileIsPrivateAndControlBytesAreEscaped) {
   EXPECT_EQ(st.st_mode & 0777, 0600U);
 }
 
+TEST(Log, MissingDirectoriesAreCreatedPrivate) {
+  testutil::TempDir tmp{"rdmanet-log"};
+  NetConf conf;
+  conf.log_file = tmp.path() + "/new/deeper/rdmanet.log";
+  init_logging("rdmanet-test");
+  configure_logging(conf, "ADD net c/eth0");
+  spdlog::warn("hello");
+  spdlog::default_logger()->flush();
+  init_logging("rdmanet-test");
+  for (const char* dir : {"/new", "/new/deeper"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((tmp.path() + dir).c_str(), &st), 0) << dir;
+    EXPECT_EQ(st.st_mode & 0777, 0700U) << dir;
+  }
+  struct stat st {};
+  EXPECT_EQ(::stat(conf.log_file.c_str(), &st), 0);
+}
+
 TEST(Log, FileIsNotInheritedByChildren) {
   testutil::TempDir tmp{"rdmanet-log"};
   NetConf conf;
