@@ -246,8 +246,7 @@ Status cmd_del(const cni::Call& call) {
     if (call.conf.ipam_type.empty()) {
       return ok_status();
     }
-    return cni::delegate_command(call.conf.ipam_type, cni::Command::kDel, call.env, call.stdin_text,
-                                 ipam_options(timeout));
+    return ipam_del(call.conf.ipam_type, call.env, call.stdin_text, timeout);
   }
   auto lock = store.lock_device((*state)->device.key);
   if (!lock) {

@@ -502,6 +502,23 @@ TEST_F(Rdmanet, BadInputLeavesTheNodeUnchanged) {
   }
 }
 
+// A DEL of nothing must not fail only because the IPAM plugin is not installed
+// (kubelet would retry it forever); an IPAM plugin that fails to DEL is still an error.
+TEST_F(Rdmanet, DelOfNothingSucceedsWithoutItsIpamPlugin) {
+  std::string pod = make_pod();
+  auto missing =
+      cni("DEL", "gone", pod, conf({{"device", "x"}, {"ipam", {{"type", "nope-ipam"}}}}));
+  EXPECT_EQ(missing.exit_code, 0) << missing.out << missing.err;
+  EXPECT_NE(missing.err.find("nope-ipam"), std::string::npos) << missing.err;
+  std::ofstream(dir_ + "/bin/busy-ipam")
+      << "#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"busy\"}'\nexit 1\n";
+  fs::permissions(dir_ + "/bin/busy-ipam", fs::perms::owner_all);
+  auto busy = cni("DEL", "gone", pod, conf({{"device", "x"}, {"ipam", {{"type", "busy-ipam"}}}}));
+  EXPECT_EQ(busy.exit_code, 1) << busy.out;
+  EXPECT_EQ(busy.code(), 11) << busy.out;
+  EXPECT_TRUE(state_files().empty());
+}
+
 // The rest of the bad-input matrix: what reaches the binary through its
 // environment and stdin, each refused with its code and a message naming the
 // culprit, before anything on the node changes.

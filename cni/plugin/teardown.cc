@@ -231,18 +231,22 @@ Status release_ipam(const AttachmentState& state, const cni::Environment& env, i
   ipam_env.container_id = state.container_id;
   ipam_env.ifname = state.ifname;
   ipam_env.netns = state.netns;
-  auto s = cni::delegate_command(conf->ipam_type, cni::Command::kDel, ipam_env, state.config,
-                                 ipam_options(timeout));
+  return ipam_del(conf->ipam_type, ipam_env, state.config, timeout);
+}
+
+}  // namespace
+
+Status ipam_del(const std::string& type, const cni::Environment& env, const std::string& config,
+                int timeout) {
+  auto s = cni::delegate_command(type, cni::Command::kDel, env, config, ipam_options(timeout));
   if (!s && permanent_config_error(s.error())) {
-    // The IPAM plugin rejects this config outright, so it cannot hold an
-    // address for it either; failing here would only loop DEL forever.
+    // The IPAM plugin is not installed or rejects this config outright, so it
+    // cannot hold an address for it either; failing would only loop DEL forever.
     spdlog::warn("IPAM DEL cannot hold anything for this config: {}", s.error().msg());
     return ok_status();
   }
   return s;
 }
-
-}  // namespace
 
 Status teardown(StateStore& store, const AttachmentState& state, const cni::Environment& env,
                 int ipam_timeout) {

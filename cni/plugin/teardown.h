@@ -15,6 +15,12 @@ namespace rdmanet::plugin {
 Status teardown(StateStore& store, const AttachmentState& state, const cni::Environment& env,
                 int ipam_timeout);
 
+// IPAM DEL through the delegated plugin. An IPAM plugin that is not installed,
+// or that rejects the config itself, cannot hold anything for it: a warning,
+// not an error (a failing DEL is retried forever and keeps the pod Terminating).
+Status ipam_del(const std::string& type, const cni::Environment& env, const std::string& config,
+                int timeout);
+
 // Makes sure no live attachment holds the device `key`: busy (101) while the
 // holder's pod netns lives; a holder whose netns is gone (missed DEL, node
 // reboot) is torn down and the device reclaimed.
