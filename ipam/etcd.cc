@@ -19,7 +19,10 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -150,6 +153,58 @@ EtcdClient& EtcdClient::operator=(EtcdClient&&) noexcept = default;
 
 namespace {
 
+// The addresses of an endpoint, owned; filled by a resolver thread.
+struct Resolution {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  int rc = 0;
+  addrinfo* list = nullptr;
+  Resolution() = default;
+  Resolution(const Resolution&) = delete;
+  Resolution& operator=(const Resolution&) = delete;
+  ~Resolution() {
+    if (list != nullptr) {
+      freeaddrinfo(list);
+    }
+  }
+};
+
+// Resolves the endpoint by the deadline. getaddrinfo has no timeout of its own
+// (a resolver that does not answer costs resolv.conf's timeout x attempts x
+// servers, 10 s and more by default), so a name is resolved on a thread of its
+// own and the call stops waiting at the deadline, leaving that thread to end by
+// itself (the plugin process is short-lived). Address literals need no thread.
+std::pair<std::shared_ptr<Resolution>, std::optional<Failure>> resolve(const EtcdEndpoint& e,
+                                                                       Clock::time_point deadline) {
+  auto r = std::make_shared<Resolution>();
+  auto run = [r, host = e.host, port = std::to_string(e.port)](int flags) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | flags;
+    addrinfo* list = nullptr;
+    int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+    std::lock_guard lock(r->mutex);
+    r->rc = rc;
+    r->list = list;
+    r->done = true;
+    r->done_cv.notify_one();
+  };
+  run(AI_NUMERICHOST);
+  if (r->rc == EAI_NONAME) {
+    r->done = false;
+    std::thread(run, 0).detach();
+    std::unique_lock lock(r->mutex);
+    if (!r->done_cv.wait_until(lock, deadline, [&] { return r->done; })) {
+      return {nullptr, Failure{"cannot resolve: timed out"}};
+    }
+  }
+  if (r->rc != 0) {
+    return {nullptr, Failure{std::string("cannot resolve: ") + gai_strerror(r->rc)}};
+  }
+  return {r, std::nullopt};
+}
+
 // One HTTP/1.0 request over one connection: the server closes it after the answer,
 // so the answer is everything read until EOF (or Content-Length).
 class Connection {
@@ -165,16 +220,21 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   std::optional<Failure> open() {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* list = nullptr;
-    std::string port = std::to_string(e_.port);
-    if (int rc = getaddrinfo(e_.host.c_str(), port.c_str(), &hints, &list); rc != 0) {
-      return Failure{std::string("cannot resolve: ") + gai_strerror(rc)};
+    auto [resolved, failed] = resolve(e_, deadline_);
+    if (failed) {
+      return failed;
+    }
+    size_t left = 0;
+    for (addrinfo* ai = resolved->list; ai != nullptr; ai = ai->ai_next) {
+      ++left;
     }
     std::string last = "no address";
-    for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    for (addrinfo* ai = resolved->list; ai != nullptr; ai = ai->ai_next, --left) {
+      // Each address gets its share of the time left: an unreachable first one
+      // (an AAAA record without a route) must not use it all.
+      auto now = Clock::now();
+      Clock::time_point until =
+          deadline_ <= now ? deadline_ : now + (deadline_ - now) / static_cast<long>(left);
       Fd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       if (!fd.valid()) {
         last = std::strerror(errno);
@@ -186,7 +246,7 @@ class Connection {
         last = std::string("connect: ") + std::strerror(errno);
         continue;
       }
-      if (!wait_fd(fd.get(), true, deadline_)) {
+      if (!wait_fd(fd.get(), true, until)) {
         last = "connect: timed out";
         continue;
       }
@@ -200,7 +260,6 @@ class Connection {
       fd_ = std::move(fd);
       break;
     }
-    freeaddrinfo(list);
     if (!fd_.valid()) {
       return Failure{last};
     }

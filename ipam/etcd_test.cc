@@ -4,14 +4,23 @@
 #include "ipam/etcd.h"
 
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
+
+#include "cni/temp_dir.h"
 
 namespace rdmanet::ipam {
 namespace {
@@ -142,7 +151,7 @@ TEST(EtcdClient, AnAnswerCutShortIsRetriedNotTakenForTheAnswer) {
       std::string request;
       char buf[4096];
       ssize_t n = 0;
-      while (request.find("}") == std::string::npos && (n = read(conn, buf, sizeof buf)) > 0) {
+      while (request.find('}') == std::string::npos && (n = read(conn, buf, sizeof buf)) > 0) {
         request.append(buf, static_cast<size_t>(n));
       }
       std::string cut = "HTTP/1.0 200 OK\r\nContent-Length: 120\r\n\r\n{\"header\":{\"revision\":";
@@ -162,6 +171,59 @@ TEST(EtcdClient, AnAnswerCutShortIsRetriedNotTakenForTheAnswer) {
   // names only the last attempt's failure, which may be the deadline itself.
   EXPECT_EQ(r.error().kind(), ErrorKind::kTryAgainLater) << r.error().msg();
   EXPECT_GE(answered.load(), 2) << "not retried";
+}
+
+// An endpoint by name whose DNS server never answers: the call still ends at its
+// deadline (getaddrinfo alone would wait resolv.conf's 5 s x 2 attempts). In a
+// child with its own mount and network namespaces: /etc/resolv.conf names
+// 127.0.0.1, where a socket takes the queries and never answers.
+TEST(EtcdClient, AResolverThatNeverAnswersCostsOnlyTheDeadline) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root (mount and network namespaces); it does not skip";
+  testutil::TempDir tmp{"rdmanet-etcd-dns"};
+  std::string resolv = tmp.path() + "/resolv.conf";
+  std::string nss = tmp.path() + "/nsswitch.conf";
+  std::ofstream(resolv) << "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n";
+  std::ofstream(nss) << "hosts: dns\n";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount(resolv.c_str(), "/etc/resolv.conf", nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nss.c_str(), "/etc/nsswitch.conf", nullptr, MS_BIND, nullptr) != 0) {
+      _exit(10);
+    }
+    int any = socket(AF_INET, SOCK_DGRAM, 0);
+    ifreq lo{};
+    std::strcpy(lo.ifr_name, "lo");  // NOLINT(clang-analyzer-security.insecureAPI.strcpy)
+    if (ioctl(any, SIOCGIFFLAGS, &lo) != 0 ||
+        (lo.ifr_flags |= IFF_UP, ioctl(any, SIOCSIFFLAGS, &lo)) != 0) {
+      _exit(11);
+    }
+    int dns = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(53);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(dns, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+      _exit(12);
+    }
+    EtcdClient client({*parse_endpoint("http://etcd.rdmanet.test:2379")}, {},
+                      std::chrono::milliseconds(1000));
+    auto start = std::chrono::steady_clock::now();
+    auto r = client.range("/x", "");
+    auto took = std::chrono::steady_clock::now() - start;
+    if (r || r.error().kind() != ErrorKind::kTryAgainLater ||
+        r.error().msg().find("cannot resolve: timed out") == std::string::npos) {
+      _exit(20);
+    }
+    _exit(took < std::chrono::seconds(4) ? 0 : 21);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10-12: namespace setup failed, 20: wrong answer, 21: the call outlived its deadline";
 }
 
 }  // namespace
