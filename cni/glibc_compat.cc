@@ -40,6 +40,7 @@ __attribute__((visibility("hidden"))) uint32_t arc4random() noexcept {
   return value;
 }
 
+#ifdef DLFO_STRUCT_HAS_EH_DBASE  // glibc 2.35+ headers: the unwinder calls _dl_find_object
 namespace {
 
 // ELF program headers give addresses as integers; dl_find_object wants pointers.
@@ -91,5 +92,7 @@ __attribute__((visibility("hidden"))) int _dl_find_object(void* address,
   Search search{reinterpret_cast<uintptr_t>(address), result};
   return dl_iterate_phdr(find_object, &search) == 1 ? 0 : -1;
 }
+
+#endif
 
 }  // extern "C"

@@ -5,10 +5,12 @@
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +92,21 @@ Expected<Netns> Netns::open(const std::string& path) {
     return invalid(path, std::string("open: ") + std::strerror(ENOENT));
   }
   return std::move(**ns);
+}
+
+Expected<uint64_t> Netns::cookie() const {
+  return in_netns(*this, [this]() -> Expected<uint64_t> {
+    Fd sock(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) {
+      return sys_error("socket in netns " + path_, errno);
+    }
+    uint64_t cookie = 0;
+    socklen_t len = sizeof cookie;
+    if (getsockopt(sock.get(), SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) {
+      return sys_error("SO_NETNS_COOKIE in netns " + path_, errno);
+    }
+    return cookie;
+  });
 }
 
 Expected<Netns> Netns::current() {

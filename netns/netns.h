@@ -28,9 +28,10 @@ class Netns {
 
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
-  // The namespace's nsfs inode number: unique among the namespaces alive on the node, so
-  // it tells whether a path still names the namespace it named before.
-  uint64_t inode() const { return ino_; }
+  // The kernel's cookie of the namespace (SO_NETNS_COOKIE, Linux 5.14+): never reused
+  // while the node runs, unlike the nsfs inode number, which a namespace created later
+  // usually gets again. So it tells whether a path still names the namespace it named.
+  Expected<uint64_t> cookie() const;
   // True when both handles refer to the same namespace (not merely the same path).
   bool same_as(const Netns& other) const { return dev_ == other.dev_ && ino_ == other.ino_; }
   // True when this is the calling thread's current network namespace.

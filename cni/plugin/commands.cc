@@ -110,7 +110,11 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   state.container_id = call.env.container_id;
   state.ifname = call.env.ifname;
   state.netns = call.env.netns;
-  state.netns_inode = pod->inode();
+  if (auto cookie = pod->cookie(); cookie) {
+    state.netns_cookie = *cookie;
+  } else {
+    spdlog::info("no netns cookie ({}): DEL cannot tell a reused netns path", cookie.error().msg());
+  }
   state.mode = mode_name(conf->mode);
   state.phase = "adding";
   state.config = call.stdin_text;

@@ -845,6 +845,9 @@ TEST_F(Rdmanet, DelNeverActsInANewNamespaceAtTheOldPath) {
   json c = conf({{"mode", "macvlan"}, {"device", parent}});
   ASSERT_EQ(cni("ADD", "ctr-old", pod, c).exit_code, 0);
   sh("ip netns del " + pod);  // the macvlan child dies with it; no DEL yet
+  // Once the kernel has freed the old namespace, a new one often gets its inode
+  // number: only the netns cookie tells the two apart.
+  usleep(200 * 1000);
   sh("ip netns add " + pod);
   sh("ip link add link " + parent + " name rt" + tag_ + "n type macvlan mode bridge");
   sh("ip link set rt" + tag_ + "n netns " + pod + " name net1");
@@ -867,6 +870,7 @@ TEST_F(Rdmanet, AHoldWhoseNetnsPathWasReusedIsReclaimed) {
   ASSERT_EQ(cni("ADD", "old", pod1, conf({{"hwaddr", hw}}), ifname).exit_code, 0);
   sh("ip -n " + pod1 + " link set " + ifname + " netns 1");  // what the kernel does, see above
   sh("ip netns del " + pod1);
+  usleep(200 * 1000);  // see DelNeverActsInANewNamespaceAtTheOldPath
   sh("ip netns add " + pod1);
   std::string pod2 = make_pod();
   auto add = cni("ADD", "new", pod2, conf({{"hwaddr", hw}}), ifname);

@@ -220,7 +220,7 @@ json AttachmentState::to_json() const {
           {"containerID", container_id},
           {"ifname", ifname},
           {"netns", netns},
-          {"netnsInode", netns_inode},
+          {"netnsCookie", netns_cookie},
           {"mode", mode},
           {"phase", phase},
           {"device",
@@ -274,15 +274,15 @@ Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std:
   if (st) {
     st = d.boolean("up", &s.device.up);
   }
-  long long netns_inode = 0;
+  long long netns_cookie = 0;
   if (st) {
-    st = f.integer64("netnsInode", &netns_inode);
+    st = f.integer64("netnsCookie", &netns_cookie);
   }
   if (!st) {
     return std::move(st).error();
   }
   s.device.mtu = static_cast<uint32_t>(mtu);
-  s.netns_inode = static_cast<uint64_t>(netns_inode);
+  s.netns_cookie = static_cast<uint64_t>(netns_cookie);
   if (doc.contains("vf") && doc["vf"].is_object()) {
     auto vf = vf_from_json(doc["vf"], where + ".vf");
     if (!vf) {
@@ -311,10 +311,13 @@ Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentState& stat
   if (!opened || !opened->has_value()) {
     return opened;
   }
-  if (state.netns_inode != 0 && (*opened)->inode() != state.netns_inode) {
-    spdlog::warn("netns {} is no longer the pod's (inode {}, ADD saw {}): treating it as gone",
-                 state.netns, (*opened)->inode(), state.netns_inode);
-    return std::optional<netns::Netns>();
+  if (state.netns_cookie != 0) {
+    auto cookie = (*opened)->cookie();
+    if (cookie && *cookie != state.netns_cookie) {
+      spdlog::warn("netns {} is no longer the pod's (cookie {}, ADD saw {}): treating it as gone",
+                   state.netns, *cookie, state.netns_cookie);
+      return std::optional<netns::Netns>();
+    }
   }
   return opened;
 }

@@ -60,9 +60,9 @@ struct AttachmentState {
   std::string container_id;
   std::string ifname;
   std::string netns;
-  uint64_t netns_inode = 0;  // the pod netns's inode at ADD; 0 in state from older versions
-  std::string mode;          // "netdev" | "macvlan"
-  std::string phase;         // "adding" until ADD finished, then "added"
+  uint64_t netns_cookie = 0;  // the pod netns's cookie at ADD; 0 when the kernel has none
+  std::string mode;           // "netdev" | "macvlan"
+  std::string phase;          // "adding" until ADD finished, then "added"
   DeviceRecord device;
   std::optional<VfRecord> vf;
   std::optional<RdmaRecord> rdma;
