@@ -305,6 +305,22 @@ Expected<std::vector<RangeSet>> ClusterBlocks::held(Store& store) {
 
 json ClusterBlocks::claim_value() const { return {{"node", node_}, {"claimedAt", now_rfc3339()}}; }
 
+Expected<std::optional<HeldBlock>> ClusterBlocks::written_by_retry(const Prefix& b,
+                                                                   int64_t not_revision) {
+  std::string key = block_key(cluster(), network_, b);
+  auto now = etcd_.range(key, "");
+  if (!now) {
+    return Error(now.error().kind(), "cannot read block " + b.str() + ": " + now.error().msg());
+  }
+  if (now->size() == 1 && owner_of(now->front().value) == node_ &&
+      now->front().mod_revision != not_revision) {
+    spdlog::info("block {} is {}'s (etcd revision {}, written by a retried transaction)", b.str(),
+                 node_, now->front().mod_revision);
+    return std::optional<HeldBlock>(HeldBlock{b, now->front().mod_revision, now_()});
+  }
+  return std::optional<HeldBlock>();
+}
+
 Expected<std::optional<HeldBlock>> ClusterBlocks::adopt(const EtcdBlock& e) {
   std::string key = block_key(cluster(), network_, e.block);
   auto r = etcd_.txn({Compare{Compare::Target::kModRevision, key, e.mod_revision}},
@@ -312,13 +328,17 @@ Expected<std::optional<HeldBlock>> ClusterBlocks::adopt(const EtcdBlock& e) {
   if (!r) {
     return Error(r.error().kind(), "cannot adopt block " + e.block.str() + ": " + r.error().msg());
   }
-  if (!r->succeeded) {
-    spdlog::warn("block {} changed in etcd while this node adopted it: left alone", e.block.str());
-    return std::optional<HeldBlock>();
+  if (r->succeeded) {
+    spdlog::info("adopted block {}: etcd says it is this node's (etcd revision {})", e.block.str(),
+                 r->revision);
+    return std::optional<HeldBlock>(HeldBlock{e.block, r->revision, now_()});
   }
-  spdlog::info("adopted block {}: etcd says it is this node's (etcd revision {})", e.block.str(),
-               r->revision);
-  return std::optional<HeldBlock>(HeldBlock{e.block, r->revision, now_()});
+  // Deleted or reclaimed meanwhile, or rewritten by this very adoption (see claim()).
+  auto mine = written_by_retry(e.block, e.mod_revision);
+  if (mine && !*mine) {
+    spdlog::warn("block {} changed in etcd while this node adopted it: left alone", e.block.str());
+  }
+  return mine;
 }
 
 Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b) {
@@ -335,17 +355,8 @@ Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b) {
   // Lost to another node, or to this very claim: a txn the client retried on another
   // member after its first attempt committed (a leader change) finds the key taken.
   // The key did not exist when grow() read the blocks, and only this process (holding
-  // the store lock) claims for this node, so a key naming this node is this claim's.
-  auto now = etcd_.range(key, "");
-  if (!now) {
-    return Error(now.error().kind(), "cannot read block " + b.str() + ": " + now.error().msg());
-  }
-  if (now->size() == 1 && owner_of(now->front().value) == node_) {
-    spdlog::info("claimed block {} for {} (etcd revision {}, on a retry)", b.str(), node_,
-                 now->front().mod_revision);
-    return std::optional<HeldBlock>(HeldBlock{b, now->front().mod_revision, now_()});
-  }
-  return std::optional<HeldBlock>();
+  // the store lock) writes this node's blocks, so a key naming this node is this claim's.
+  return written_by_retry(b, 0);
 }
 
 Status ClusterBlocks::grow(Store& store, size_t set) {

@@ -88,6 +88,11 @@ class ClusterBlocks final : public BlockSource {
   Expected<std::optional<HeldBlock>> adopt(const EtcdBlock& e);
   // The block if this node got it; nullopt when another node has it.
   Expected<std::optional<HeldBlock>> claim(const Prefix& b);
+  // After a transaction of this node on block `b` failed its comparison: the block, if
+  // etcd now has it as this node's at a revision other than `not_revision` (the
+  // client retried the transaction on another member after the first attempt had
+  // committed, and the answer was lost); nullopt otherwise.
+  Expected<std::optional<HeldBlock>> written_by_retry(const Prefix& b, int64_t not_revision);
   // For each block, whether some address in it is leased.
   std::vector<bool> occupied(Store& store, const std::vector<Prefix>& blocks) const;
   // Deletes an unlisted block in etcd if unchanged since the node claimed it; false

@@ -209,8 +209,11 @@ std::pair<std::shared_ptr<Resolution>, std::optional<Failure>> resolve(const Etc
 // so the answer is everything read until EOF (or Content-Length).
 class Connection {
  public:
-  Connection(const EtcdEndpoint& e, SSL_CTX* ctx, Clock::time_point deadline)
-      : e_(e), ctx_(ctx), deadline_(deadline) {}
+  // `resolve_by`: when to stop waiting for the name's addresses (a share of the
+  // call's time, so one name whose DNS does not answer leaves time for the others).
+  Connection(const EtcdEndpoint& e, SSL_CTX* ctx, Clock::time_point deadline,
+             Clock::time_point resolve_by)
+      : e_(e), ctx_(ctx), deadline_(deadline), resolve_by_(resolve_by) {}
   ~Connection() {
     if (ssl_ != nullptr) {
       SSL_free(ssl_);
@@ -220,7 +223,7 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   std::optional<Failure> open() {
-    auto [resolved, failed] = resolve(e_, deadline_);
+    auto [resolved, failed] = resolve(e_, resolve_by_);
     if (failed) {
       return failed;
     }
@@ -386,6 +389,7 @@ class Connection {
   const EtcdEndpoint& e_;
   SSL_CTX* ctx_;
   Clock::time_point deadline_;
+  Clock::time_point resolve_by_;
   Fd fd_;
   SSL* ssl_ = nullptr;
 };
@@ -503,7 +507,11 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
         }
         tls_ = std::move(tls);
       }
-      Connection conn(e, e.tls ? tls_->ctx : nullptr, deadline);
+      auto now = Clock::now();
+      auto resolve_by = deadline <= now
+                            ? deadline
+                            : now + (deadline - now) / static_cast<long>(endpoints_.size() - i);
+      Connection conn(e, e.tls ? tls_->ctx : nullptr, deadline, resolve_by);
       std::string request =
           "POST " + path + " HTTP/1.0\r\nHost: " + e.host +
           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +

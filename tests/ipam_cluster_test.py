@@ -240,6 +240,25 @@ class ClusterIpam(unittest.TestCase):
         self.assertEqual(n.blocks(net), [k.rsplit("/", 1)[1].replace("_", "/") for k in keys])
         check_invariant(self.etcd, self.nodes, net)
 
+    def test_adoption_whose_answer_was_lost_is_still_the_nodes(self):
+        net = "rail-lost-adopt"
+        ranges = [[{"subnet": "10.54.0.0/26", "gateway": "10.54.0.1"}]]
+        n = self.nodes[1]
+        self.assertEqual(n.cni("ADD", "m0", n.conf(net, self.cluster(), ranges))[0], 0)
+        [block] = n.blocks(net)
+        os.remove(os.path.join(n.data, net, "blocks.json"))
+        # Connection 1 reads the blocks, connection 2 is the adoption (the rewrite).
+        with LossyProxy(self.etcd.http_ports, drop={2}) as proxy:
+            cluster = {"blockSize": 29, "releaseAfter": 3600,
+                       "etcd": {"endpoints": proxy.urls, "prefix": PREFIX, "timeout": 8}}
+            rc, out, err = n.cni("ADD", "m1", n.conf(net, cluster, ranges))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(proxy.dropped, 1)
+        self.assertEqual(n.blocks(net), [block])
+        self.assertEqual(len(self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/")), 1,
+                         "a second block was claimed")
+        check_invariant(self.etcd, self.nodes, net)
+
     def test_a_changed_block_size_never_overlaps_held_blocks(self):
         net = "rail-resize"
         ranges = [[{"subnet": "10.47.0.0/27", "gateway": "10.47.0.1"}]]  # 4 /29s or 2 /28s
