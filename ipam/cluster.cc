@@ -187,12 +187,20 @@ std::vector<Prefix> blocks_of(const IpamConfig& config, size_t set) {
   return out;
 }
 
-std::string blocks_prefix(const ClusterConfig& c, const std::string& network) {
+std::string network_prefix(const ClusterConfig& c, const std::string& network) {
   std::string p = c.prefix;
   if (p.back() != '/') {
     p += '/';
   }
-  return p + network + "/blocks/";
+  return p + network + "/";
+}
+
+std::string blocks_prefix(const ClusterConfig& c, const std::string& network) {
+  return network_prefix(c, network) + "blocks/";
+}
+
+std::string block_sizes_key(const ClusterConfig& c, const std::string& network) {
+  return network_prefix(c, network) + "blockSizes";
 }
 
 std::string block_key(const ClusterConfig& c, const std::string& network, const Prefix& block) {
@@ -341,9 +349,51 @@ Expected<std::optional<HeldBlock>> ClusterBlocks::adopt(const EtcdBlock& e) {
   return mine;
 }
 
-Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b) {
+Expected<int64_t> ClusterBlocks::pinned_sizes(const std::vector<KeyValue>& kvs) {
+  std::string key = block_sizes_key(cluster(), network_);
+  json mine = {{"v4", cluster().block_len_v4}, {"v6", cluster().block_len_v6}};
+  auto found =
+      std::find_if(kvs.begin(), kvs.end(), [&](const KeyValue& kv) { return kv.key == key; });
+  std::optional<KeyValue> sizes;
+  if (found != kvs.end()) {
+    sizes = *found;
+  } else {
+    // The network's first claim: these sizes become the network's, unless another
+    // node's first claim was quicker.
+    auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0}}, {Op{key, mine.dump()}});
+    if (!r) {
+      return Error(r.error().kind(),
+                   "cannot record the block sizes of network " + network_ + ": " + r.error().msg());
+    }
+    auto now = etcd_.range(key, "");
+    if (!now) {
+      return Error(now.error().kind(),
+                   "cannot read the block sizes of network " + network_ + ": " + now.error().msg());
+    }
+    if (now->size() == 1) {
+      sizes = now->front();
+    }
+  }
+  if (!sizes) {
+    return Error(ErrorKind::kTryAgainLater,
+                 "the block sizes of network " + network_ + " vanished from etcd (" + key + ")");
+  }
+  json theirs = json::parse(sizes->value, nullptr, false);
+  if (theirs != mine) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "ipam.cluster.blockSize/blockSizeV6 (" + mine.dump() + ") differ from the sizes " +
+                     "network " + network_ + " has in etcd at " + key + " (" + sizes->value +
+                     "): every node must cut the ranges alike, or blocks of two sizes would "
+                     "overlap; change the sizes only when no node holds a block (see the README)");
+  }
+  return sizes->mod_revision;
+}
+
+Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b, int64_t sizes_revision) {
   std::string key = block_key(cluster(), network_, b);
-  auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0}},
+  std::string sizes = block_sizes_key(cluster(), network_);
+  auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0},
+                      Compare{Compare::Target::kModRevision, sizes, sizes_revision}},
                      {Op{key, claim_value().dump()}});
   if (!r) {
     return Error(r.error().kind(), "cannot claim block " + b.str() + ": " + r.error().msg());
@@ -364,13 +414,14 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
   if (!local) {
     return std::move(local).error();
   }
-  std::string prefix = blocks_prefix(cluster(), network_);
+  // The network's keys: its blocks, and the block sizes every node must use.
+  std::string prefix = network_prefix(cluster(), network_);
   auto kvs = etcd_.range(prefix, EtcdClient::prefix_end(prefix));
   if (!kvs) {
     return Error(kvs.error().kind(), "cannot claim an address block for " +
                                          config_.range_sets[set].where + ": " + kvs.error().msg());
   }
-  EtcdBlocks etcd(*kvs, prefix);
+  EtcdBlocks etcd(*kvs, blocks_prefix(cluster(), network_));
   auto mine = [&](const Prefix& b) {
     const EtcdBlock* e = etcd.find(b);
     return e != nullptr && e->owner == node_;
@@ -418,6 +469,7 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
       grew = true;
     }
   }
+  std::optional<int64_t> sizes_revision;  // read when a claim is needed
   if (result && !grew) {
     // Claim a free block; nodes start at different places to contend less.
     size_t n = candidates.size();
@@ -429,7 +481,15 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
           !Pool(clipped(config_.range_sets[set], b), config_.exclude).next_unreserved(0)) {
         continue;
       }
-      auto claimed = claim(b);
+      if (!sizes_revision) {
+        auto pinned = pinned_sizes(*kvs);
+        if (!pinned) {
+          result = std::move(pinned).error();
+          break;
+        }
+        sizes_revision = *pinned;
+      }
+      auto claimed = claim(b, *sizes_revision);
       if (!claimed) {
         result = std::move(claimed).error();
         break;

@@ -11,6 +11,7 @@
 //
 // etcd layout, per network:
 //   <prefix>/<network>/blocks/<block, "/" as "_">  {"node": ..., "claimedAt": ...}
+//   <prefix>/<network>/blockSizes                  {"v4": 26, "v6": 120}, by the first claim
 //
 // Crash safety: a block is claimed in etcd before the node lists it, and
 // unlisted before it is released in etcd. A kill in between leaves a block
@@ -86,8 +87,13 @@ class ClusterBlocks final : public BlockSource {
   // (a release that timed out) or an operator's reclaim can no longer remove it from
   // under the node. nullopt when the key changed meanwhile.
   Expected<std::optional<HeldBlock>> adopt(const EtcdBlock& e);
-  // The block if this node got it; nullopt when another node has it.
-  Expected<std::optional<HeldBlock>> claim(const Prefix& b);
+  // The network's block sizes in etcd (recorded by its first claim), checked against
+  // this node's config (kInvalidConfig when they differ); returns the key's revision,
+  // which every claim compares. `kvs`: the network's keys, as grow() read them.
+  Expected<int64_t> pinned_sizes(const std::vector<KeyValue>& kvs);
+  // The block if this node got it; nullopt when another node has it (or the
+  // network's block sizes changed since `sizes_revision`).
+  Expected<std::optional<HeldBlock>> claim(const Prefix& b, int64_t sizes_revision);
   // After a transaction of this node on block `b` failed its comparison: the block, if
   // etcd now has it as this node's at a revision other than `not_revision` (the
   // client retried the transaction on another member after the first attempt had

@@ -210,11 +210,11 @@ class ClusterIpam(unittest.TestCase):
         self.assertEqual(n.cni("ADD", "x0", conf)[0], 0)
         [block] = n.blocks(net)
         os.remove(os.path.join(n.data, net, "blocks.json"))
-        before = self.etcd.get_prefix(f"{PREFIX}/{net}/", "mod_revision")
+        before = self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/", "mod_revision")
         rc, out, err = n.cni("ADD", "x1", conf)
         self.assertEqual(rc, 0, err)
         self.assertEqual(n.blocks(net), [block])  # adopted
-        after = self.etcd.get_prefix(f"{PREFIX}/{net}/", "mod_revision")
+        after = self.etcd.get_prefix(f"{PREFIX}/{net}/blocks/", "mod_revision")
         self.assertEqual(list(after), list(before))  # no second claim
         # Rewritten, so that a delete or reclaim comparing the old revision cannot land.
         [key] = after
@@ -259,19 +259,30 @@ class ClusterIpam(unittest.TestCase):
                          "a second block was claimed")
         check_invariant(self.etcd, self.nodes, net)
 
-    def test_a_changed_block_size_never_overlaps_held_blocks(self):
+    def test_a_second_block_size_is_refused(self):
         net = "rail-resize"
         ranges = [[{"subnet": "10.47.0.0/27", "gateway": "10.47.0.1"}]]  # 4 /29s or 2 /28s
         a, b, _ = self.nodes
         self.assertEqual(a.cni("ADD", "a0", a.conf(net, self.cluster(), ranges))[0], 0)
-        [held] = a.blocks(net)
-        # b reads a newer NAD with /28 blocks: one of the two covers a's /29.
-        codes = [b.cni("ADD", f"b{i}", b.conf(net, self.cluster(blockSize=28), ranges))[1].get("code")
-                 for i in range(17)]
-        self.assertIn(None, codes)  # it got the other /28
-        self.assertEqual(codes[-1], 104)
-        [mine] = b.blocks(net)
-        self.assertFalse(ipaddress.ip_network(mine).overlaps(ipaddress.ip_network(held)))
+        # b reads a newer NAD with /28 blocks: one of the two would cover a's /29.
+        rc, out, _ = b.cni("ADD", "b0", b.conf(net, self.cluster(blockSize=28), ranges))
+        self.assertEqual((rc, out.get("code")), (1, 7), out)
+        self.assertIn("blockSize", out["msg"])
+        self.assertEqual(b.blocks(net), [])
+        check_invariant(self.etcd, self.nodes, net)
+
+    def test_two_block_sizes_claiming_at_once_never_overlap(self):
+        # The first claims of a network race with different sizes: one size wins.
+        net = "rail-race"
+        ranges = [[{"subnet": "10.48.0.0/26", "gateway": "10.48.0.1"}]]
+        a, b, _ = self.nodes
+        jobs = [(n, f"{n.name}-{i}", n.conf(net, self.cluster(blockSize=size), ranges))
+                for i in range(8) for n, size in ((a, 29), (b, 28))]
+        results = self.add_many(jobs, workers=8)
+        won = {n.name for n, _, rc, _, _ in results if rc == 0}
+        self.assertEqual(len(won), 1, "both block sizes got addresses")
+        for n, cid, rc, out, err in results:
+            self.assertIn(out.get("code") if rc else 0, (0, 7), err[-300:])
         check_invariant(self.etcd, self.nodes, net)
 
     def test_blocks_with_nothing_to_hand_out_are_not_claimed(self):
