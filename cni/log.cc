@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cni/atomic_file.h"
+
 namespace rdmanet::cni {
 
 namespace {
@@ -95,14 +97,6 @@ void install(std::vector<spdlog::sink_ptr> inner, spdlog::level::level_enum leve
   spdlog::set_default_logger(std::move(logger));
 }
 
-// Creates the missing directories above `file` 0700: spdlog would make them 0755.
-void make_private_parents(const std::string& file) {
-  for (size_t slash = file.find('/', 1); slash != std::string::npos;
-       slash = file.find('/', slash + 1)) {
-    (void)::mkdir(file.substr(0, slash).c_str(), 0700);  // EEXIST: left as it is
-  }
-}
-
 }  // namespace
 
 void init_logging(const std::string& plugin) {
@@ -115,7 +109,11 @@ void configure_logging(const NetConf& conf, const std::string& context) {
   std::vector<spdlog::sink_ptr> sinks = {std::make_shared<spdlog::sinks::stderr_sink_st>()};
   std::string file_error;
   if (!conf.log_file.empty()) {
-    make_private_parents(conf.log_file);
+    // Missing parents 0700 (spdlog would make them 0755). A failure here shows
+    // as spdlog's, when it opens the file.
+    if (size_t slash = conf.log_file.rfind('/'); slash != 0 && slash != std::string::npos) {
+      (void)make_directories(conf.log_file.substr(0, slash), 0700);
+    }
     try {
       // Private: the log names pods, netns paths and addresses.
       spdlog::file_event_handlers private_file;

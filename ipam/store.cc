@@ -32,19 +32,6 @@ int open_dir(int at, const char* name) {
   return openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-Status make_dirs(const std::string& path) {
-  // mkdir -p, each new level 0700.
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos == path.size() || path[pos] == '/') {
-      std::string part = path.substr(0, pos);
-      if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-        return io_error("creating " + part, errno);
-      }
-    }
-  }
-  return ok_status();
-}
-
 Status write_all(int fd, const char* data, size_t size, off_t offset, const std::string& what) {
   while (size > 0) {
     ssize_t n = pwrite(fd, data, size, offset);
@@ -209,7 +196,7 @@ std::optional<Record> parse_record(const std::string& text) {
 }  // namespace
 
 Expected<Store> Store::open(const std::string& dir) {
-  if (auto s = make_dirs(dir); !s) {
+  if (auto s = make_directories(dir, 0700); !s) {
     return std::move(s).error();
   }
   // DEL, GC and the reclaim rule trust the leases and records found here.
