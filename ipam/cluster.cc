@@ -108,9 +108,10 @@ class EtcdBlocks {
   EtcdBlocks(const std::vector<KeyValue>& kvs, const std::string& prefix) {
     for (const auto& kv : kvs) {
       if (auto b = block_of_key(kv.key, prefix)) {
-        by_start_.emplace(b->network(), EtcdBlock{*b, owner_of(kv.value), kv.mod_revision});
+        std::string owner = owner_of(kv.value);
+        owners_.insert(owner);
+        by_start_.emplace(b->network(), EtcdBlock{*b, std::move(owner), kv.mod_revision});
         lens_.insert(b->len);
-        owners_.insert(owner_of(kv.value));
       }
     }
   }

@@ -55,6 +55,12 @@ int remaining_ms(Clock::time_point deadline) {
   return left.count() > 0 ? static_cast<int>(left.count()) : 0;
 }
 
+// The deadline for one of `parts` attempts that share the time left until `deadline`.
+Clock::time_point share_of(Clock::time_point deadline, size_t parts) {
+  auto now = Clock::now();
+  return deadline <= now ? deadline : now + (deadline - now) / static_cast<long>(parts);
+}
+
 // Waits until `fd` is readable (or writable); false on timeout or error.
 bool wait_fd(int fd, bool for_write, Clock::time_point deadline) {
   pollfd p{fd, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
@@ -235,9 +241,7 @@ class Connection {
     for (addrinfo* ai = resolved->list; ai != nullptr; ai = ai->ai_next, --left) {
       // Each address gets its share of the time left: an unreachable first one
       // (an AAAA record without a route) must not use it all.
-      auto now = Clock::now();
-      Clock::time_point until =
-          deadline_ <= now ? deadline_ : now + (deadline_ - now) / static_cast<long>(left);
+      Clock::time_point until = share_of(deadline_, left);
       Fd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       if (!fd.valid()) {
         last = std::strerror(errno);
@@ -507,11 +511,8 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
         }
         tls_ = std::move(tls);
       }
-      auto now = Clock::now();
-      auto resolve_by = deadline <= now
-                            ? deadline
-                            : now + (deadline - now) / static_cast<long>(endpoints_.size() - i);
-      Connection conn(e, e.tls ? tls_->ctx : nullptr, deadline, resolve_by);
+      Connection conn(e, e.tls ? tls_->ctx : nullptr, deadline,
+                      share_of(deadline, endpoints_.size() - i));
       std::string request =
           "POST " + path + " HTTP/1.0\r\nHost: " + e.host +
           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
