@@ -494,8 +494,9 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
         bool ca_ok = ca.empty() ? SSL_CTX_set_default_verify_paths(tls->ctx) == 1
                                 : SSL_CTX_load_verify_locations(tls->ctx, ca.c_str(), nullptr) == 1;
         if (!ca_ok) {
-          return Error(ErrorKind::kInvalidConfig,
-                       "cannot load the etcd CA " + tls_files_.ca + ": " + openssl_error());
+          return Error(ErrorKind::kInvalidConfig, "cannot load the etcd CA " +
+                                                      (ca.empty() ? "(OpenSSL's defaults)" : ca) +
+                                                      ": " + openssl_error());
         }
         if (!tls_files_.cert.empty()) {
           if (SSL_CTX_use_certificate_chain_file(tls->ctx, tls_files_.cert.c_str()) != 1) {
