@@ -1,7 +1,8 @@
 #include "cni/config.h"
 
+#include "base/json_fields.h"
+#include "base/names.h"
 #include "cni/env.h"
-#include "cni/json_fields.h"
 #include "cni/version.h"
 
 namespace rdmanet::cni {
@@ -10,53 +11,32 @@ using nlohmann::json;
 
 namespace {
 
-Expected<LogLevel> parse_log_level(const std::string& text) {
-  static const std::pair<const char*, LogLevel> levels[] = {
-      {"error", LogLevel::kError}, {"warning", LogLevel::kWarning}, {"warn", LogLevel::kWarning},
-      {"info", LogLevel::kInfo},   {"debug", LogLevel::kDebug},     {"trace", LogLevel::kTrace},
-  };
-  for (const auto& [name, level] : levels) {
-    if (text == name) {
-      return level;
-    }
-  }
-  return Error(ErrorKind::kUnsupportedField, "logLevel: unsupported value \"" + text +
-                                                 "\" (use error, warning, info, debug or trace)");
-}
+constexpr Name<LogLevel> kLogLevelNames[] = {
+    {LogLevel::kError, "error"}, {LogLevel::kWarning, "warning"}, {LogLevel::kWarning, "warn"},
+    {LogLevel::kInfo, "info"},   {LogLevel::kDebug, "debug"},     {LogLevel::kTrace, "trace"},
+};
 
 Status parse_runtime_config(const json& doc, RuntimeConfig* rc) {
   json runtime;
-  Fields top(doc, "", ErrorKind::kInvalidConfig);
-  if (auto s = top.object("runtimeConfig", &runtime); !s) {
-    return s;
-  }
+  TRY(Fields(doc, "", ErrorKind::kInvalidConfig).object("runtimeConfig", &runtime).status());
   Fields f(runtime, "runtimeConfig", ErrorKind::kInvalidConfig);
-  for (auto [key, out] : {std::pair{"deviceID", &rc->device_id}, std::pair{"mac", &rc->mac},
-                          std::pair{"infinibandGUID", &rc->infiniband_guid},
-                          std::pair{"CNIDeviceInfoFile", &rc->device_info_file}}) {
-    if (auto s = f.string(key, out); !s) {
-      return s;
-    }
-  }
-  return f.string_list("ips", &rc->ips);
+  f.string("deviceID", &rc->device_id);
+  f.string("mac", &rc->mac);
+  f.string("infinibandGUID", &rc->infiniband_guid);
+  f.string("CNIDeviceInfoFile", &rc->device_info_file);
+  f.string_list("ips", &rc->ips);
+  return f.status();
 }
 
 Status parse_valid_attachments(const json& doc, std::vector<AttachmentRef>* out) {
-  Fields top(doc, "", ErrorKind::kInvalidConfig);
   std::vector<json> items;
   const std::string key = "cni.dev/valid-attachments";
-  if (auto s = top.object_list(key, &items); !s) {
-    return s;
-  }
+  TRY(Fields(doc, "", ErrorKind::kInvalidConfig).object_list(key, &items).status());
   for (size_t n = 0; n < items.size(); ++n) {
     Fields f(items[n], key + "[" + std::to_string(n) + "]", ErrorKind::kInvalidConfig);
     AttachmentRef ref;
-    if (auto s = f.required_string("containerID", &ref.container_id); !s) {
-      return s;
-    }
-    if (auto s = f.required_string("ifname", &ref.ifname); !s) {
-      return s;
-    }
+    f.required_string("containerID", &ref.container_id).required_string("ifname", &ref.ifname);
+    TRY(f.status());
     out->push_back(std::move(ref));
   }
   return ok_status();
@@ -86,9 +66,7 @@ Expected<NetConf> parse_netconf(const std::string& text) {
   }
   Fields f(conf.raw, "", ErrorKind::kInvalidConfig);
 
-  if (auto s = f.string("name", &conf.name); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string("name", &conf.name).status());
   if (conf.name.empty()) {
     return Error(ErrorKind::kInvalidConfig, "name: missing network name");
   }
@@ -96,9 +74,7 @@ Expected<NetConf> parse_netconf(const std::string& text) {
     return Error(ErrorKind::kInvalidConfig,
                  "name: invalid characters in network name \"" + conf.name + "\"");
   }
-  if (auto s = f.string("cniVersion", &conf.cni_version); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string("cniVersion", &conf.cni_version).status());
   if (conf.cni_version.empty()) {
     return Error(ErrorKind::kIncompatibleVersion,
                  "incompatible CNI versions: config has no cniVersion (0.1.0 is implied)");
@@ -112,28 +88,16 @@ Expected<NetConf> parse_netconf(const std::string& text) {
                  "incompatible CNI versions: cniVersion \"" + conf.cni_version +
                      "\" is not supported (supported: " + supported + ")");
   }
-  if (auto s = f.string("type", &conf.type); !s) {
-    return std::move(s).error();
-  }
-
   json args;
-  if (auto s = f.object("args", &args); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = Fields(args, "args", ErrorKind::kInvalidConfig).object("cni", &conf.args_cni); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = parse_runtime_config(conf.raw, &conf.runtime); !s) {
-    return std::move(s).error();
-  }
+  f.string("type", &conf.type).object("args", &args);
+  TRY(f.status());
+  TRY(Fields(args, "args", ErrorKind::kInvalidConfig).object("cni", &conf.args_cni).status());
+  TRY(parse_runtime_config(conf.raw, &conf.runtime));
 
-  if (auto s = f.object("ipam", &conf.ipam); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = Fields(conf.ipam, "ipam", ErrorKind::kInvalidConfig).string("type", &conf.ipam_type);
-      !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("ipam", &conf.ipam).status());
+  TRY(Fields(conf.ipam, "ipam", ErrorKind::kInvalidConfig)
+          .string("type", &conf.ipam_type)
+          .status());
   if (conf.ipam_type.find('/') != std::string::npos || conf.ipam_type == "." ||
       conf.ipam_type == "..") {
     return Error(ErrorKind::kInvalidConfig,
@@ -141,9 +105,7 @@ Expected<NetConf> parse_netconf(const std::string& text) {
   }
 
   json dns;
-  if (auto s = f.object("dns", &dns); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("dns", &dns).status());
   if (!dns.is_null()) {
     auto decoded = decode_dns(dns, "dns");
     if (!decoded) {
@@ -153,35 +115,15 @@ Expected<NetConf> parse_netconf(const std::string& text) {
   }
 
   json prev;
-  if (auto s = f.object("prevResult", &prev); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("prevResult", &prev).status());
   if (!prev.is_null()) {
-    auto decoded = decode_result(prev, conf.cni_version, "prevResult");
-    if (!decoded) {
-      return std::move(decoded).error();
-    }
-    conf.prev_result = std::move(*decoded);
+    TRY_ASSIGN(conf.prev_result, decode_result(prev, conf.cni_version, "prevResult"));
   }
 
-  if (auto s = parse_valid_attachments(conf.raw, &conf.valid_attachments); !s) {
-    return std::move(s).error();
-  }
-
-  if (auto s = f.string("logFile", &conf.log_file); !s) {
-    return std::move(s).error();
-  }
-  std::string level;
-  if (auto s = f.string("logLevel", &level); !s) {
-    return std::move(s).error();
-  }
-  if (!level.empty()) {
-    auto parsed = parse_log_level(level);
-    if (!parsed) {
-      return std::move(parsed).error();
-    }
-    conf.log_level = *parsed;
-  }
+  TRY(parse_valid_attachments(conf.raw, &conf.valid_attachments));
+  f.string("logFile", &conf.log_file);
+  f.name("logLevel", kLogLevelNames, &conf.log_level, ErrorKind::kUnsupportedField);
+  TRY(f.status());
   return conf;
 }
 

@@ -1,7 +1,7 @@
 // The part of a network configuration that every CNI plugin shares: the
 // spec's well-known keys, the capability arguments Multus passes under
 // runtimeConfig, args.cni, prevResult and rdmanet's logging keys. Plugins
-// parse their own keys from `raw`, with cni::Fields.
+// parse their own keys from `raw`, with Fields.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "cni/result.h"
 
 namespace rdmanet::cni {

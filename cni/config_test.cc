@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cni/error_code.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -43,7 +45,7 @@ TEST(NetConf, MalformedJsonIsCode6) {
   for (const char* bad : {"", "{", "{\"name\": }", "[1,2]", "\"text\"", "{\"a\":1}}"}) {
     auto conf = parse(bad);
     ASSERT_FALSE(conf.ok()) << bad;
-    EXPECT_EQ(cni_code(conf.error()), 6) << bad;
+    EXPECT_EQ(error_code(conf.error()), 6) << bad;
   }
 }
 
@@ -52,7 +54,7 @@ TEST(NetConf, VersionErrorsAreCode1) {
                           R"({"name":"n","cniVersion":"9.9.9"})"}) {
     auto conf = parse(bad);
     ASSERT_FALSE(conf.ok()) << bad;
-    EXPECT_EQ(cni_code(conf.error()), 1) << bad;
+    EXPECT_EQ(error_code(conf.error()), 1) << bad;
   }
 }
 
@@ -67,7 +69,7 @@ class WrongTypes : public testing::TestWithParam<BadField> {};
 TEST_P(WrongTypes, NameTheField) {
   auto conf = parse(GetParam().json);
   ASSERT_FALSE(conf.ok()) << GetParam().json;
-  EXPECT_EQ(cni_code(conf.error()), GetParam().code) << conf.error().msg();
+  EXPECT_EQ(error_code(conf.error()), GetParam().code) << conf.error().msg();
   EXPECT_NE(conf.error().msg().find(GetParam().field), std::string::npos) << conf.error().msg();
 }
 

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cni/fd.h"
-#include "cni/json_fields.h"
+#include "base/fd.h"
+#include "base/json_fields.h"
 
 extern char** environ;
 
@@ -240,8 +240,8 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
     int code = 0;
     std::string msg;
     std::string details;
-    if (f.integer("code", &code) && f.string("msg", &msg) && f.string("details", &details) &&
-        code > 0) {
+    f.integer("code", &code).string("msg", &msg).string("details", &details);
+    if (f.ok() && code > 0) {
       return Error::delegated(code, who + ": " + msg, details);
     }
   }

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include "base/error.h"
 #include "cni/env.h"
-#include "cni/error.h"
 #include "cni/result.h"
 
 namespace rdmanet::cni {

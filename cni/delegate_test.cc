@@ -11,7 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
+#include "cni/error_code.h"
 
 namespace rdmanet::cni {
 namespace {
@@ -49,12 +50,12 @@ TEST_F(Delegate, FindsPluginsAlongCniPath) {
   EXPECT_EQ(*find_plugin("host-local", env_.path), "/usr/lib/cni/host-local");
   auto missing = find_plugin("nonexistent", env_.path);
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(cni_code(missing.error()), 103);
+  EXPECT_EQ(error_code(missing.error()), 103);
   EXPECT_NE(missing.error().msg().find("nonexistent"), std::string::npos);
   for (const char* bad : {"", ".", "..", "../bin/sh", "/bin/sh"}) {
     auto r = find_plugin(bad, env_.path);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(cni_code(r.error()), 7) << bad;
+    EXPECT_EQ(error_code(r.error()), 7) << bad;
   }
 }
 
@@ -96,7 +97,7 @@ TEST_F(Delegate, PropagatesTheDelegateErrorCode) {
 exit 1)");
   auto r = delegate_add("busy", env_, "{}", "1.0.0");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(cni_code(r.error()), 11);
+  EXPECT_EQ(error_code(r.error()), 11);
   EXPECT_NE(r.error().msg().find("busy"), std::string::npos);
   EXPECT_NE(r.error().msg().find("store locked"), std::string::npos);
   EXPECT_EQ(r.error().details(), "d");
@@ -106,19 +107,19 @@ TEST_F(Delegate, GarbageAndCrashesAreNamed) {
   script("garbage", "echo 'this is not json'");
   auto g = delegate_add("garbage", env_, "{}", "1.0.0");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(cni_code(g.error()), 103);
+  EXPECT_EQ(error_code(g.error()), 103);
   EXPECT_NE(g.error().msg().find("garbage"), std::string::npos);
 
   script("badresult", R"(echo '{"cniVersion":"1.0.0","ips":[{"address":"nope"}]}')");
   auto b = delegate_add("badresult", env_, "{}", "1.0.0");
   ASSERT_FALSE(b.ok());
-  EXPECT_EQ(cni_code(b.error()), 103);
+  EXPECT_EQ(error_code(b.error()), 103);
   EXPECT_NE(b.error().msg().find("address"), std::string::npos);
 
   script("dies", "echo 'panic: runtime error' >&2; exit 2");
   auto d = delegate_command("dies", Command::kDel, env_, "{}");
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(cni_code(d.error()), 103);
+  EXPECT_EQ(error_code(d.error()), 103);
   EXPECT_NE(d.error().msg().find("panic: runtime error"), std::string::npos);
   EXPECT_NE(d.error().msg().find("status 2"), std::string::npos);
 }
@@ -130,7 +131,7 @@ TEST_F(Delegate, HangingPluginTimesOut) {
       delegate_add("hangs", env_, "{}", "1.0.0", DelegateOptions{std::chrono::milliseconds(300)});
   auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(cni_code(r.error()), 11);
+  EXPECT_EQ(error_code(r.error()), 11);
   EXPECT_NE(r.error().msg().find("hangs"), std::string::npos);
   EXPECT_LT(took, std::chrono::seconds(20)) << "the hung plugin was not killed";
 }

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cni/atomic_file.h"
-#include "cni/fd.h"
+#include "base/fd.h"
+#include "base/files.h"
 
 namespace rdmanet::cni {
 

@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::cni {
 

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
+#include "cni/error_code.h"
 
 namespace rdmanet::cni {
 namespace {
@@ -181,7 +182,7 @@ TEST_F(DeviceInfoFile, SymlinkIsNotFollowed) {
   fs::create_symlink(target, path_);
   Status s = write_device_info(path_, sample());
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(cni_code(s.error()), 5);
+  EXPECT_EQ(error_code(s.error()), 5);
   std::ifstream in(target);
   std::string content;
   in >> content;
@@ -194,11 +195,11 @@ TEST_F(DeviceInfoFile, RelativeOrClimbingPathIsInvalidConfig) {
         std::string("/tmp/..")}) {
     Status w = write_device_info(path, sample());
     ASSERT_FALSE(w.ok()) << path;
-    EXPECT_EQ(cni_code(w.error()), 7);
+    EXPECT_EQ(error_code(w.error()), 7);
     EXPECT_NE(w.error().msg().find("runtimeConfig.CNIDeviceInfoFile"), std::string::npos);
     Status r = remove_device_info(path);
     ASSERT_FALSE(r.ok()) << path;
-    EXPECT_EQ(cni_code(r.error()), 7);
+    EXPECT_EQ(error_code(r.error()), 7);
   }
   EXPECT_FALSE(fs::exists("devinfo"));
 }

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "cni/error_code.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -36,7 +38,7 @@ TEST(Environment, ReadsEveryVariable) {
 TEST(Environment, MissingCommandIsCode4) {
   auto env = read_environment(fake_env({}));
   ASSERT_FALSE(env.ok());
-  EXPECT_EQ(cni_code(env.error()), 4);
+  EXPECT_EQ(error_code(env.error()), 4);
   EXPECT_NE(env.error().msg().find("CNI_COMMAND"), std::string::npos);
 }
 
@@ -44,7 +46,7 @@ TEST(Environment, UnknownCommandIsCode4) {
   auto vars = full_env("FROB");
   auto env = read_environment(fake_env(vars));
   ASSERT_FALSE(env.ok());
-  EXPECT_EQ(cni_code(env.error()), 4);
+  EXPECT_EQ(error_code(env.error()), 4);
   EXPECT_NE(env.error().msg().find("FROB"), std::string::npos);
 }
 
@@ -68,7 +70,7 @@ TEST_P(PerCommandRequirement, FollowsTheSpec) {
   ASSERT_FALSE(env.ok()) << r.command << " without " << r.variable << " was accepted";
   EXPECT_NE(env.error().msg().find(r.variable), std::string::npos) << env.error().msg();
   int want = std::string(r.variable) == "CNI_CONTAINERID" ? 3 : 4;
-  EXPECT_EQ(cni_code(env.error()), want);
+  EXPECT_EQ(error_code(env.error()), want);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -99,7 +101,7 @@ TEST(Environment, HostileContainerIdsAreRejected) {
     vars["CNI_CONTAINERID"] = id;
     auto env = read_environment(fake_env(vars));
     ASSERT_FALSE(env.ok()) << "accepted container id of size " << id.size();
-    EXPECT_EQ(cni_code(env.error()), 4);
+    EXPECT_EQ(error_code(env.error()), 4);
     EXPECT_NE(env.error().msg().find("CNI_CONTAINERID"), std::string::npos);
     EXPECT_LT(env.error().msg().size(), 200u) << "message must not echo 10 KB of input";
   }
@@ -113,7 +115,7 @@ TEST(InterfaceName, FollowsLibcni) {
                                 "a\nb", std::string("a\0b", 3)}) {
     auto s = validate_ifname(bad);
     ASSERT_FALSE(s.ok()) << "accepted \"" << bad << "\"";
-    EXPECT_EQ(cni_code(s.error()), 4);
+    EXPECT_EQ(error_code(s.error()), 4);
     EXPECT_NE(s.error().msg().find("CNI_IFNAME"), std::string::npos);
   }
 }
@@ -135,7 +137,7 @@ TEST(CniArgs, ParsesKubernetesKeys) {
 TEST(CniArgs, UnknownKeysNeedIgnoreUnknown) {
   auto strict = parse_cni_args("FOO=1", {});
   ASSERT_FALSE(strict.ok());
-  EXPECT_EQ(cni_code(strict.error()), 4);
+  EXPECT_EQ(error_code(strict.error()), 4);
   EXPECT_NE(strict.error().msg().find("FOO"), std::string::npos);
 
   EXPECT_TRUE(parse_cni_args("FOO=1;IgnoreUnknown=1", {}).ok());
@@ -147,7 +149,7 @@ TEST(CniArgs, MalformedInputIsCode4) {
   for (const char* bad : {"novalue", "=x", "IgnoreUnknown=maybe"}) {
     auto args = parse_cni_args(bad, {});
     ASSERT_FALSE(args.ok()) << bad;
-    EXPECT_EQ(cni_code(args.error()), 4);
+    EXPECT_EQ(error_code(args.error()), 4);
   }
   EXPECT_TRUE(parse_cni_args("", {}).ok());
   EXPECT_TRUE(parse_cni_args("K8S_POD_NAME=a;", {}).ok());

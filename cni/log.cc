@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/atomic_file.h"
+#include "base/files.h"
 
 namespace rdmanet::cni {
 

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "cni/json_fields.h"
+#include "base/json_fields.h"
 #include "cni/version.h"
 
 namespace rdmanet::cni {
@@ -153,18 +153,9 @@ std::string encode_result_string(const Result& result, const std::string& versio
 Expected<Dns> decode_dns(const json& doc, const std::string& where) {
   Dns dns;
   Fields f(doc, where);
-  if (auto s = f.string_list("nameservers", &dns.nameservers); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = f.string("domain", &dns.domain); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = f.string_list("search", &dns.search); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = f.string_list("options", &dns.options); !s) {
-    return std::move(s).error();
-  }
+  f.string_list("nameservers", &dns.nameservers).string("domain", &dns.domain);
+  f.string_list("search", &dns.search).string_list("options", &dns.options);
+  TRY(f.status());
   for (const auto& ns : dns.nameservers) {
     if (!is_valid_ip(ns)) {
       return Error(ErrorKind::kDecode, where + ".nameservers: invalid address \"" + ns + "\"");
@@ -184,60 +175,28 @@ Expected<Result> decode_result(const json& doc, const std::string& version,
   }
   Result result;
   Fields top(doc, where);
-  auto fail = [](Status s) { return std::move(s).error(); };
 
   std::vector<json> items;
-  if (auto s = top.object_list("interfaces", &items); !s) {
-    return fail(std::move(s));
-  }
+  TRY(top.object_list("interfaces", &items).status());
   for (size_t n = 0; n < items.size(); ++n) {
     Fields f(items[n], where + ".interfaces[" + std::to_string(n) + "]");
     Interface i;
-    Status s = f.required_string("name", &i.name);
-    if (s) {
-      s = f.string("mac", &i.mac);
-    }
-    if (s) {
-      s = f.integer("mtu", &i.mtu);
-    }
-    if (s) {
-      s = f.string("sandbox", &i.sandbox);
-    }
-    if (s) {
-      s = f.string("socketPath", &i.socket_path);
-    }
-    if (s) {
-      s = f.string("pciID", &i.pci_id);
-    }
-    if (!s) {
-      return fail(std::move(s));
-    }
+    f.required_string("name", &i.name).string("mac", &i.mac).integer("mtu", &i.mtu);
+    f.string("sandbox", &i.sandbox).string("socketPath", &i.socket_path);
+    f.string("pciID", &i.pci_id);
+    TRY(f.status());
     result.interfaces.push_back(std::move(i));
   }
 
-  if (auto s = top.object_list("ips", &items); !s) {
-    return fail(std::move(s));
-  }
+  TRY(top.object_list("ips", &items).status());
   for (size_t n = 0; n < items.size(); ++n) {
     std::string here = where + ".ips[" + std::to_string(n) + "]";
     Fields f(items[n], here);
     IpConfig ip;
     std::string ip_version;
-    int iface = -1;
-    Status s = f.required_string("address", &ip.address);
-    if (s) {
-      s = f.string("gateway", &ip.gateway);
-    }
-    if (s) {
-      s = f.string("version", &ip_version);
-    }
-    if (s && f.has("interface")) {
-      s = f.integer("interface", &iface);
-      ip.interface = iface;
-    }
-    if (!s) {
-      return fail(std::move(s));
-    }
+    f.required_string("address", &ip.address).string("gateway", &ip.gateway);
+    f.string("version", &ip_version).integer("interface", &ip.interface);
+    TRY(f.status());
     if (!is_valid_cidr(ip.address)) {
       return Error(ErrorKind::kDecode, here + ".address: invalid CIDR \"" + ip.address + "\"");
     }
@@ -256,39 +215,15 @@ Expected<Result> decode_result(const json& doc, const std::string& version,
     result.ips.push_back(std::move(ip));
   }
 
-  if (auto s = top.object_list("routes", &items); !s) {
-    return fail(std::move(s));
-  }
+  TRY(top.object_list("routes", &items).status());
   for (size_t n = 0; n < items.size(); ++n) {
     std::string here = where + ".routes[" + std::to_string(n) + "]";
     Fields f(items[n], here);
     Route r;
-    int table = 0;
-    int scope = 0;
-    Status s = f.required_string("dst", &r.dst);
-    if (s) {
-      s = f.string("gw", &r.gw);
-    }
-    if (s) {
-      s = f.integer("mtu", &r.mtu);
-    }
-    if (s) {
-      s = f.integer("advmss", &r.advmss);
-    }
-    if (s) {
-      s = f.integer("priority", &r.priority);
-    }
-    if (s && f.has("table")) {
-      s = f.integer("table", &table);
-      r.table = table;
-    }
-    if (s && f.has("scope")) {
-      s = f.integer("scope", &scope);
-      r.scope = scope;
-    }
-    if (!s) {
-      return fail(std::move(s));
-    }
+    f.required_string("dst", &r.dst).string("gw", &r.gw).integer("mtu", &r.mtu);
+    f.integer("advmss", &r.advmss).integer("priority", &r.priority);
+    f.integer("table", &r.table).integer("scope", &r.scope);
+    TRY(f.status());
     if (!is_valid_cidr(r.dst)) {
       return Error(ErrorKind::kDecode, here + ".dst: invalid CIDR \"" + r.dst + "\"");
     }

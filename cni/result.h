@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::cni {
 

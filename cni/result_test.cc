@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
+#include "cni/error_code.h"
 #include "cni/version.h"
 
 namespace rdmanet::cni {
@@ -92,10 +93,10 @@ TEST(Result, DecodeRejectsInconsistentDocuments) {
   for (const auto& c : cases) {
     auto r = decode_result(json::parse(c.doc), c.version, "prevResult");
     ASSERT_FALSE(r.ok()) << c.doc;
-    EXPECT_EQ(cni_code(r.error()), 6) << c.doc;
+    EXPECT_EQ(error_code(r.error()), 6) << c.doc;
     EXPECT_NE(r.error().msg().find(c.culprit), std::string::npos) << r.error().msg();
   }
-  EXPECT_EQ(cni_code(decode_result(json::object(), "0.2.0", "x").error()), 1);
+  EXPECT_EQ(error_code(decode_result(json::object(), "0.2.0", "x").error()), 1);
 }
 
 TEST(Result, Cidr) {

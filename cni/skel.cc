@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cni/error_code.h"
 #include "cni/log.h"
 #include "cni/version.h"
 
@@ -131,7 +132,7 @@ Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::is
   configure_logging(call.conf, context);
   auto reply = dispatch(plugin, call);
   if (!reply) {
-    spdlog::error("{} (code {})", reply.error().msg(), cni_code(reply.error()));
+    spdlog::error("{} (code {})", reply.error().msg(), error_code(reply.error()));
   } else {
     spdlog::debug("done");
   }
@@ -143,7 +144,7 @@ Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::is
 std::string error_json(const Error& error, const std::string& cni_version) {
   nlohmann::json doc = {
       {"cniVersion", cni_version.empty() ? std::string(kLatestVersion) : cni_version},
-      {"code", cni_code(error)},
+      {"code", error_code(error)},
       {"msg", error.msg()},
   };
   if (!error.details().empty()) {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cni/error_code.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -209,7 +211,7 @@ TEST(Skel, HandlerErrorsKeepTheirCode) {
     p.status = [kind](const Call&) -> Status { return Error(kind, "device mlx5_0 is resting"); };
     auto res = run(p, {{"CNI_COMMAND", "STATUS"}}, conf("1.1.0"));
     EXPECT_EQ(res.exit_code, 1);
-    EXPECT_EQ(res.doc()["code"], cni_code(Error(kind, "")));
+    EXPECT_EQ(res.doc()["code"], error_code(Error(kind, "")));
     EXPECT_EQ(res.doc()["msg"], "device mlx5_0 is resting");
   }
 }
@@ -236,9 +238,9 @@ TEST(Skel, ErrorCodesAreMappedInOnePlace) {
                                        {ErrorKind::kState, 107},
                                        {ErrorKind::kInternal, 199}};
   for (auto [kind, code] : expected) {
-    EXPECT_EQ(cni_code(Error(kind, "")), code);
+    EXPECT_EQ(error_code(Error(kind, "")), code);
   }
-  EXPECT_EQ(cni_code(Error::delegated(42, "x", "")), 42);
+  EXPECT_EQ(error_code(Error::delegated(42, "x", "")), 42);
 }
 
 TEST(Skel, ErrorJsonCarriesDetailsAndSurvivesBinaryInput) {

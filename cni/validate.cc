@@ -5,6 +5,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "cni/error_code.h"
+
 namespace rdmanet::cni {
 
 using nlohmann::json;
@@ -94,7 +96,7 @@ int validate_main(const Validator& validator, const std::vector<std::string>& fi
     if (s) {
       out << file << ": ok\n";
     } else {
-      out << file << ": error " << cni_code(s.error()) << ": " << s.error().msg() << "\n";
+      out << file << ": error " << error_code(s.error()) << ": " << s.error().msg() << "\n";
       ++failed;
     }
   }

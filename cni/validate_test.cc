@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
 
 namespace rdmanet::cni {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::cni {
 

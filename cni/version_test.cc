@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cni/error_code.h"
+
 namespace rdmanet::cni {
 namespace {
 
@@ -20,7 +22,7 @@ TEST(Version, RejectsGarbage) {
   for (const char* bad : {"", "1", "1.0", "1.0.0.0", "a.b.c", "1.0.x", "-1.0.0", "1..0"}) {
     auto v = parse_version(bad);
     ASSERT_FALSE(v.ok()) << bad;
-    EXPECT_EQ(cni_code(v.error()), 6);
+    EXPECT_EQ(error_code(v.error()), 6);
   }
 }
 

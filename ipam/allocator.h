@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "cni/config.h"
-#include "cni/error.h"
 #include "cni/result.h"
 #include "ipam/config.h"
 #include "ipam/pool.h"

@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "cni/atomic_file.h"
-#include "cni/hex.h"
+#include "base/files.h"
+#include "base/hex.h"
 #include "ipam/pool.h"
 
 namespace rdmanet::ipam {

@@ -1,21 +1,18 @@
 #include "ipam/config.h"
 
-#include "cni/json_fields.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::ipam {
 
-using cni::Fields;
 using nlohmann::json;
 
 namespace {
 
 constexpr ErrorKind kInvalid = ErrorKind::kInvalidConfig;
 
-Expected<IpAddr> address_field(const Fields& f, const std::string& key, bool* present) {
+Expected<IpAddr> address_field(Fields& f, const std::string& key, bool* present) {
   std::string text;
-  if (auto s = f.string(key, &text); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string(key, &text).status());
   *present = !text.empty();
   if (text.empty()) {
     return IpAddr{};
@@ -33,9 +30,7 @@ Expected<Range> parse_range(const json& obj, const std::string& where) {
   Range r;
   r.where = where;
   std::string subnet;
-  if (auto s = f.required_string("subnet", &subnet); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.required_string("subnet", &subnet).status());
   auto prefix = parse_prefix(subnet);
   if (!prefix) {
     return f.error("subnet", "is not a valid CIDR: \"" + subnet + "\"");
@@ -87,23 +82,17 @@ bool overlaps(const Range& a, const Range& b) {
   return a.subnet.addr.v6 == b.subnet.addr.v6 && a.start <= b.end && b.start <= a.end;
 }
 
-Status parse_routes(const Fields& f, std::vector<cni::Route>* routes) {
+Status parse_routes(Fields& f, std::vector<cni::Route>* routes) {
   std::vector<json> items;
-  if (auto s = f.object_list("routes", &items); !s) {
-    return s;
-  }
+  TRY(f.object_list("routes", &items).status());
   for (size_t n = 0; n < items.size(); ++n) {
     Fields rf(items[n], f.path("routes") + "[" + std::to_string(n) + "]", kInvalid);
     cni::Route route;
-    if (auto s = rf.required_string("dst", &route.dst); !s) {
-      return s;
-    }
+    TRY(rf.required_string("dst", &route.dst).status());
     if (!cni::is_valid_cidr(route.dst)) {
       return rf.error("dst", "is not a valid CIDR: \"" + route.dst + "\"");
     }
-    if (auto s = rf.string("gw", &route.gw); !s) {
-      return s;
-    }
+    TRY(rf.string("gw", &route.gw).status());
     if (!route.gw.empty() && !parse_ip(route.gw)) {
       return rf.error("gw", "is not a valid IP address: \"" + route.gw + "\"");
     }
@@ -113,10 +102,8 @@ Status parse_routes(const Fields& f, std::vector<cni::Route>* routes) {
 }
 
 // A whole number of seconds (JSON number), at least `min`.
-Status seconds_field(const Fields& f, const std::string& key, long long min, long long* out) {
-  if (auto s = f.integer64(key, out); !s) {
-    return s;
-  }
+Status seconds_field(Fields& f, const std::string& key, long long min, long long* out) {
+  TRY(f.integer64(key, out).status());
   if (*out < min) {
     return f.error(key,
                    "must be at least " + std::to_string(min) + ", got " + std::to_string(*out));
@@ -127,20 +114,14 @@ Status seconds_field(const Fields& f, const std::string& key, long long min, lon
 Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSet>& sets) {
   Fields f(obj, "ipam.cluster", kInvalid);
   ClusterConfig c;
-  if (auto s = f.integer("blockSize", &c.block_len_v4); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = f.integer("blockSizeV6", &c.block_len_v6); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.integer("blockSize", &c.block_len_v4).status());
+  TRY(f.integer("blockSizeV6", &c.block_len_v6).status());
   long long release = c.release_after.count();
   if (auto s = seconds_field(f, "releaseAfter", 0, &release); !s) {
     return std::move(s).error();
   }
   c.release_after = std::chrono::seconds(release);
-  if (auto s = f.string("nodeNameFile", &c.node_name_file); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string("nodeNameFile", &c.node_name_file).status());
   if (c.node_name_file.empty() || c.node_name_file.front() != '/') {
     return f.error("nodeNameFile", "must be an absolute path");
   }
@@ -164,17 +145,13 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
     }
   }
   json etcd;
-  if (auto s = f.object("etcd", &etcd); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("etcd", &etcd).status());
   if (etcd.is_null()) {
     return f.error("etcd", "is required in cluster mode");
   }
   Fields e(etcd, "ipam.cluster.etcd", kInvalid);
   std::vector<std::string> urls;
-  if (auto s = e.string_list("endpoints", &urls); !s) {
-    return std::move(s).error();
-  }
+  TRY(e.string_list("endpoints", &urls).status());
   if (urls.empty()) {
     return e.error("endpoints", "must list at least one etcd member URL");
   }
@@ -186,9 +163,7 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
     }
     c.endpoints.push_back(std::move(*ep));
   }
-  if (auto s = e.string("prefix", &c.prefix); !s) {
-    return std::move(s).error();
-  }
+  TRY(e.string("prefix", &c.prefix).status());
   if (c.prefix.empty() || c.prefix.front() != '/') {
     return e.error("prefix", "must start with /");
   }
@@ -202,16 +177,12 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
   }
   c.timeout = std::chrono::seconds(timeout);
   json tls;
-  if (auto s = e.object("tls", &tls); !s) {
-    return std::move(s).error();
-  }
+  TRY(e.object("tls", &tls).status());
   if (!tls.is_null()) {
     Fields t(tls, "ipam.cluster.etcd.tls", kInvalid);
     for (auto [key, out] : {std::pair{"ca", &c.tls.ca}, std::pair{"cert", &c.tls.cert},
                             std::pair{"key", &c.tls.key}}) {
-      if (auto s = t.string(key, out); !s) {
-        return std::move(s).error();
-      }
+      TRY(t.string(key, out).status());
       if (!out->empty() && out->front() != '/') {
         return t.error(key, "must be an absolute path");
       }
@@ -243,9 +214,7 @@ std::string RangeSet::describe() const {
 Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   IpamConfig config;
   Fields f(ipam, "ipam", kInvalid);
-  if (auto s = f.string("dataDir", &config.data_dir); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string("dataDir", &config.data_dir).status());
   if (config.data_dir.empty()) {
     config.data_dir = kDefaultDataDir;
   }
@@ -264,8 +233,8 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   if (f.has("ranges")) {
     const json& sets = ipam["ranges"];
     if (!sets.is_array()) {
-      return f.error("ranges", std::string("must be an array of range sets, got ") +
-                                   cni::json_type_name(sets));
+      return f.error("ranges",
+                     std::string("must be an array of range sets, got ") + json_type_name(sets));
     }
     for (size_t i = 0; i < sets.size(); ++i) {
       std::string set_where = "ipam.ranges[" + std::to_string(i) + "]";
@@ -277,8 +246,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
       for (size_t j = 0; j < sets[i].size(); ++j) {
         std::string where = set_where + "[" + std::to_string(j) + "]";
         if (!sets[i][j].is_object()) {
-          return Error(kInvalid,
-                       where + " must be an object, got " + cni::json_type_name(sets[i][j]));
+          return Error(kInvalid, where + " must be an object, got " + json_type_name(sets[i][j]));
         }
         auto r = parse_range(sets[i][j], where);
         if (!r) {
@@ -311,9 +279,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   }
 
   std::vector<std::string> exclude;
-  if (auto s = f.string_list("exclude", &exclude); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.string_list("exclude", &exclude).status());
   for (size_t n = 0; n < exclude.size(); ++n) {
     auto p = parse_ip_or_prefix(exclude[n]);
     if (!p) {
@@ -327,9 +293,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
     return std::move(s).error();
   }
   json dns;
-  if (auto s = f.object("dns", &dns); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("dns", &dns).status());
   if (!dns.is_null()) {
     auto decoded = cni::decode_dns(dns, "ipam.dns");
     if (!decoded) {
@@ -338,9 +302,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
     config.dns = std::move(*decoded);
   }
   json cluster;
-  if (auto s = f.object("cluster", &cluster); !s) {
-    return std::move(s).error();
-  }
+  TRY(f.object("cluster", &cluster).status());
   if (!cluster.is_null()) {
     auto parsed = parse_cluster(cluster, config.range_sets);
     if (!parsed) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "cni/result.h"
 #include "ipam/etcd.h"
 #include "ipam/ip.h"

@@ -26,7 +26,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "cni/fd.h"
+#include "base/fd.h"
+#include "base/hex.h"
 
 namespace rdmanet::ipam {
 
@@ -712,64 +713,6 @@ Expected<TxnResult> decode_txn_response(const std::string& body) {
   return out;
 }
 
-namespace {
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}
-
-std::string base64_encode(const std::string& bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
-    if (i + 1 < bytes.size()) {
-      n |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    }
-    if (i + 2 < bytes.size()) {
-      n |= static_cast<unsigned char>(bytes[i + 2]);
-    }
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kB64[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kB64[n & 63] : '=';
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(const std::string& text) {
-  if (text.size() % 4 != 0) {
-    return std::nullopt;
-  }
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
-    uint32_t n = 0;
-    int pad = 0;
-    for (size_t k = 0; k < 4; ++k) {
-      char c = text[i + k];
-      uint32_t v = 0;
-      if (c == '=' && i + 4 == text.size() && k >= 2) {
-        ++pad;
-      } else if (const char* at = std::strchr(kB64, c); c != '\0' && at != nullptr && pad == 0) {
-        v = static_cast<uint32_t>(at - kB64);
-      } else {
-        return std::nullopt;
-      }
-      n = (n << 6) | v;
-    }
-    // Canonical only (RFC 4648 3.5): the bits padding drops must be zero, so
-    // one text means one byte string.
-    if ((pad == 2 && (n & 0xffff) != 0) || (pad == 1 && (n & 0xff) != 0)) {
-      return std::nullopt;
-    }
-    out += static_cast<char>((n >> 16) & 0xff);
-    if (pad < 2) {
-      out += static_cast<char>((n >> 8) & 0xff);
-    }
-    if (pad < 1) {
-      out += static_cast<char>(n & 0xff);
-    }
-  }
-  return out;
-}
+namespace {}
 
 }  // namespace rdmanet::ipam

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::ipam {
 
@@ -94,10 +94,6 @@ class EtcdClient {
   std::unique_ptr<Tls> tls_;  // loaded on first use over https
   size_t next_ = 0;           // the endpoint to try first
 };
-
-// Base64 (RFC 4648, with padding), as the gateway encodes bytes.
-std::string base64_encode(const std::string& bytes);
-std::optional<std::string> base64_decode(const std::string& text);
 
 // Decoders of the gateway's answers (exposed for tests and the fuzzer).
 Expected<std::vector<KeyValue>> decode_range_response(const std::string& body);

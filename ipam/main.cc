@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "cni/hex.h"
-#include "cni/json_fields.h"
+#include "base/hex.h"
+#include "base/json_fields.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
 #include "ipam/allocator.h"
@@ -63,10 +63,8 @@ Expected<std::vector<IpAddr>> requested_ips(const cni::Call& call) {
     texts.emplace_back("runtimeConfig.ips[" + std::to_string(n) + "]", call.conf.runtime.ips[n]);
   }
   std::vector<std::string> args_ips;
-  cni::Fields args(call.conf.args_cni, "args.cni", ErrorKind::kInvalidConfig);
-  if (auto s = args.string_list("ips", &args_ips); !s) {
-    return std::move(s).error();
-  }
+  Fields args(call.conf.args_cni, "args.cni", ErrorKind::kInvalidConfig);
+  TRY(args.string_list("ips", &args_ips).status());
   for (size_t n = 0; n < args_ips.size(); ++n) {
     texts.emplace_back("args.cni.ips[" + std::to_string(n) + "]", args_ips[n]);
   }

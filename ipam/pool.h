@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "cni/hex.h"
+#include "base/hex.h"
 #include "ipam/config.h"
 #include "ipam/ip.h"
 

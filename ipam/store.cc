@@ -11,8 +11,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "cni/atomic_file.h"
-#include "cni/hex.h"
+#include "base/files.h"
+#include "base/hex.h"
 
 namespace rdmanet::ipam {
 

@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "ipam/ip.h"
 #include "ipam/pool.h"
 

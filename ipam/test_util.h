@@ -2,8 +2,8 @@
 // fails, and a runner for the rdmanet-ipam binary.
 #pragma once
 
-#include "cni/temp_dir.h"
-#include "cni/test_process.h"
+#include "base/testing/process.h"
+#include "base/testing/temp_dir.h"
 
 namespace rdmanet::ipam::testing {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/ip_address.h"
 #include "netns/link.h"
 #include "netns/rtnl.h"

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cni/fd.h"
+#include "base/fd.h"
 
 namespace rdmanet::netns {
 namespace {

@@ -2,7 +2,7 @@
 // Sockets are made in the calling thread's namespace: call inside the link's namespace.
 #pragma once
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/ip_address.h"
 #include "netns/link.h"
 

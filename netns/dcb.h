@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/rtnl.h"
 
 struct nlmsghdr;

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::netns {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::netns {
 

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
+#include "base/names.h"
 #include "netns/hw_address.h"
 #include "netns/netns.h"
 #include "netns/rtnl.h"
@@ -75,6 +76,10 @@ Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
                  const std::optional<std::string>& new_name = std::nullopt);
 
 enum class MacvlanMode { kPrivate, kVepa, kBridge, kPassthru };
+inline constexpr Name<MacvlanMode> kMacvlanModeNames[] = {{MacvlanMode::kBridge, "bridge"},
+                                                          {MacvlanMode::kPrivate, "private"},
+                                                          {MacvlanMode::kVepa, "vepa"},
+                                                          {MacvlanMode::kPassthru, "passthru"}};
 
 struct MacvlanSpec {
   std::string name;      // name in the target namespace

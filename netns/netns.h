@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "cni/error.h"
-#include "cni/fd.h"
+#include "base/error.h"
+#include "base/fd.h"
 
 namespace rdmanet::netns {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/netns.h"
 
 namespace rdmanet::netns {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/ip_address.h"
 #include "netns/rtnl.h"
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 struct nl_sock;
 struct nl_msg;

@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "cni/fd.h"
+#include "base/fd.h"
 #include "netns/link.h"
 
 namespace rdmanet::netns {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::netns {
 

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
+#include "base/names.h"
 #include "netns/hw_address.h"
 #include "netns/link.h"
 #include "netns/rtnl.h"
@@ -15,6 +16,10 @@
 namespace rdmanet::netns {
 
 enum class VfLinkState : uint32_t { kAuto = 0, kEnable = 1, kDisable = 2 };
+// As sriov-cni's link_state and `ip link set ... vf N state` name them.
+inline constexpr Name<VfLinkState> kVfLinkStateNames[] = {{VfLinkState::kAuto, "auto"},
+                                                          {VfLinkState::kEnable, "enable"},
+                                                          {VfLinkState::kDisable, "disable"}};
 
 // Settings to apply to one VF; unset fields are left as they are.
 struct VfConfig {

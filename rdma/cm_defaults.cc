@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cni/fd.h"
+#include "base/fd.h"
 #include "rdma/nldev.h"
 
 namespace rdmanet::rdma {

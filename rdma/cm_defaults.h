@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet::rdma {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
 
 namespace rdmanet::rdma {
 namespace {

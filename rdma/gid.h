@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/ip_address.h"
 #include "netns/netns.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <thread>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
 #include "netns/test_util.h"
 
 namespace rdmanet::rdma {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
+#include "base/error.h"
 #include "netns/netns.h"
 #include "netns/rtnl.h"
 

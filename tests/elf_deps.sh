@@ -2,7 +2,7 @@
 # The node binaries are copied onto hosts of other distributions: they may
 # depend on glibc and nothing else (the ELF NEEDED entries), on no glibc newer
 # than 2.34 (Ubuntu 22.04, RHEL 9; the versioned symbols they import), and C++
-# exceptions must still unwind with cni/glibc_compat.cc standing in for
+# exceptions must still unwind with base/glibc_compat.cc standing in for
 # glibc 2.35's _dl_find_object (a logFile spdlog cannot open throws inside the
 # binary; the call must catch it, warn, and go on).
 set -eu

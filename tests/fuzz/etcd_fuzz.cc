@@ -11,8 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   (void)rdmanet::ipam::decode_range_response(text);
   (void)rdmanet::ipam::decode_txn_response(text);
-  if (auto bytes = rdmanet::ipam::base64_decode(text)) {
-    if (rdmanet::ipam::base64_encode(*bytes) != text) {
+  if (auto bytes = rdmanet::base64_decode(text)) {
+    if (rdmanet::base64_encode(*bytes) != text) {
       __builtin_trap();  // decode then encode must give the text back
     }
   }

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "cni/config.h"
-#include "cni/plugin/conf.h"
 #include "ipam/config.h"
+#include "plugin/conf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto net = rdmanet::cni::parse_netconf(std::string(reinterpret_cast<const char*>(data), size));

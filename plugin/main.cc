@@ -5,10 +5,10 @@
 #include <iostream>
 #include <string>
 
-#include "cni/plugin/commands.h"
-#include "cni/plugin/conf.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
+#include "plugin/commands.h"
+#include "plugin/conf.h"
 #include "rdma/nldev.h"
 
 namespace {

@@ -11,11 +11,11 @@
 #include <optional>
 #include <vector>
 
-#include "cni/plugin/conf.h"
-#include "cni/plugin/device.h"
-#include "cni/plugin/state.h"
 #include "netns/ip_address.h"
 #include "netns/netns.h"
+#include "plugin/conf.h"
+#include "plugin/device.h"
+#include "plugin/state.h"
 #include "rdma/gid.h"
 #include "rdma/nldev.h"
 

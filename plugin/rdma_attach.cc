@@ -1,4 +1,4 @@
-#include "cni/plugin/rdma_attach.h"
+#include "plugin/rdma_attach.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/hex.h"
 #include "cni/device_info.h"
-#include "cni/hex.h"
 #include "netns/dcb.h"
 #include "netns/sysfs.h"
 #include "rdma/cm_defaults.h"
@@ -206,8 +206,8 @@ Expected<RdmaPlan> plan_rdma(const PluginConf& conf, const HostDevice& dev, bool
     spdlog::warn(
         "the node is in exclusive RDMA netns mode but {} stays in the host netns "
         "(rdmaIsolation {}, mode {}): the pod will not see it",
-        plan.device ? plan.device->name : "the RDMA device", isolation_name(conf.rdma_isolation),
-        conf.mode == Mode::kNetdev ? "netdev" : "macvlan");
+        plan.device ? plan.device->name : "the RDMA device",
+        name_of(kRdmaIsolationNames, conf.rdma_isolation), name_of(kModeNames, conf.mode));
   }
   return plan;
 }

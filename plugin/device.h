@@ -3,10 +3,10 @@
 
 #include <string>
 
-#include "cni/plugin/conf.h"
 #include "netns/link.h"
 #include "netns/rtnl.h"
 #include "netns/sysfs.h"
+#include "plugin/conf.h"
 
 namespace rdmanet::plugin {
 

@@ -1,6 +1,6 @@
-#include "cni/plugin/device.h"
+#include "plugin/device.h"
 
-#include "cni/plugin/state.h"
+#include "plugin/state.h"
 
 namespace rdmanet::plugin {
 

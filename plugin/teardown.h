@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cni/env.h"
-#include "cni/plugin/state.h"
+#include "plugin/state.h"
 
 namespace rdmanet::plugin {
 

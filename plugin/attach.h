@@ -4,12 +4,12 @@
 #pragma once
 
 #include "cni/delegate.h"
-#include "cni/plugin/conf.h"
-#include "cni/plugin/device.h"
-#include "cni/plugin/state.h"
 #include "cni/skel.h"
 #include "netns/netns.h"
 #include "netns/rtnl.h"
+#include "plugin/conf.h"
+#include "plugin/device.h"
+#include "plugin/state.h"
 
 namespace rdmanet::plugin {
 

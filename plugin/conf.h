@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "base/names.h"
 #include "cni/config.h"
 #include "cni/env.h"
 #include "netns/dcb.h"
@@ -14,14 +15,19 @@
 
 namespace rdmanet::plugin {
 
+// mode: the device itself moves into the pod, or a macvlan child of it is created there.
 enum class Mode { kNetdev, kMacvlan };
+inline constexpr Name<Mode> kModeNames[] = {{Mode::kNetdev, "netdev"}, {Mode::kMacvlan, "macvlan"}};
 
 // rdmaIsolation: whether the pod's RDMA device moves into the pod netns.
 //   auto      move it when the node's RDMA subsystem is in exclusive netns mode, else share
 //   required  fail ADD unless it can be moved (exclusive mode, a movable device)
 //   off       never move it
 enum class RdmaIsolation { kAuto, kRequired, kOff };
-const char* isolation_name(RdmaIsolation isolation);
+inline constexpr Name<RdmaIsolation> kRdmaIsolationNames[] = {
+    {RdmaIsolation::kAuto, "auto"},
+    {RdmaIsolation::kRequired, "required"},
+    {RdmaIsolation::kOff, "off"}};
 
 // How the device was named in the config, in the documented precedence.
 struct DeviceSelector {

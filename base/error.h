@@ -1,6 +1,7 @@
 // Errors as plain values. Every layer returns an Error with a kind and a
 // message that says what failed and where; the CNI error code is derived from
-// the kind in exactly one place (cni_code below).
+// the kind in exactly one place (cni/error_code.h). TRY and TRY_ASSIGN pass an
+// error up to the caller.
 #pragma once
 
 #include <cassert>
@@ -11,7 +12,7 @@
 
 namespace rdmanet {
 
-// What went wrong, in domain terms. The comment gives the CNI code.
+// What went wrong, in domain terms. The comment gives the CNI code it becomes.
 enum class ErrorKind {
   kIncompatibleVersion,  // 1
   kUnsupportedField,     // 2
@@ -76,9 +77,6 @@ class Error {
   friend Error sys_error(const std::string& what, int err);
 };
 
-// The CNI error code for an error: the one place where kinds become codes.
-int cni_code(const Error& error);
-
 // Builds an error for a failed system call: "<what>: <strerror(err)>", with
 // the kind chosen from errno (ENOENT/ENODEV -> device not found, EBUSY ->
 // busy, otherwise kernel).
@@ -120,6 +118,14 @@ class [[nodiscard]] Expected {
     return std::get<1>(std::move(v_));
   }
 
+  // The same result, its error (if any) prefixed with what the caller was doing.
+  Expected with_context(const std::string& what) && {
+    if (!ok()) {
+      std::get<1>(v_).context(what);
+    }
+    return std::move(*this);
+  }
+
  private:
   std::variant<T, Error> v_;
 };
@@ -141,6 +147,13 @@ class [[nodiscard]] Expected<void> {
     return std::move(*error_);
   }
 
+  Expected with_context(const std::string& what) && {
+    if (error_) {
+      error_->context(what);
+    }
+    return std::move(*this);
+  }
+
  private:
   std::optional<Error> error_;
 };
@@ -150,3 +163,31 @@ using Status = Expected<void>;
 inline Status ok_status() { return {}; }
 
 }  // namespace rdmanet
+
+// TRY(expr): evaluates expr, a Status or an Expected<T>; when it holds an error,
+// returns that error from the calling function (which returns a Status or any
+// Expected<U>).
+#define TRY(expr)                                    \
+  do {                                               \
+    auto rdmanet_try_result_ = (expr);               \
+    if (!rdmanet_try_result_) {                      \
+      return std::move(rdmanet_try_result_).error(); \
+    }                                                \
+  } while (false)
+
+// TRY_ASSIGN(lhs, expr): evaluates expr, an Expected<T>; returns its error from
+// the calling function, else moves its value into lhs, which may declare a
+// variable: TRY_ASSIGN(auto link, find_link_by_name(rtnl, name));
+#define TRY_ASSIGN(lhs, expr) \
+  RDMANET_TRY_ASSIGN_(RDMANET_TRY_CONCAT_(rdmanet_try_, __LINE__), lhs, expr)
+
+#define RDMANET_TRY_CONCAT_INNER_(a, b) a##b
+#define RDMANET_TRY_CONCAT_(a, b) RDMANET_TRY_CONCAT_INNER_(a, b)
+// NOLINTBEGIN(bugprone-macro-parentheses): lhs may be a declaration.
+#define RDMANET_TRY_ASSIGN_(tmp, lhs, expr) \
+  auto tmp = (expr);                        \
+  if (!tmp) {                               \
+    return std::move(tmp).error();          \
+  }                                         \
+  lhs = std::move(*tmp)
+// NOLINTEND(bugprone-macro-parentheses)

@@ -1,4 +1,4 @@
-#include "cni/plugin/state.h"
+#include "plugin/state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "cni/atomic_file.h"
-#include "cni/json_fields.h"
+#include "base/files.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::plugin {
 
@@ -31,19 +31,6 @@ Status ensure_dirs(const std::string& root, const std::string& sub) {
     return std::move(s).error().context("state directory");
   }
   return ok_status();
-}
-
-Expected<std::optional<std::string>> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) {
-      return std::optional<std::string>();
-    }
-    return Error(ErrorKind::kIo, "read " + path + ": " + std::strerror(errno));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::optional<std::string>(ss.str());
 }
 
 // Removes a state file and the temporary a killed write of it can leave
@@ -108,31 +95,11 @@ json rdma_to_json(const RdmaRecord& r) {
 
 Expected<RdmaRecord> rdma_from_json(const json& doc, const std::string& where) {
   RdmaRecord r;
-  cni::Fields f(doc, where, ErrorKind::kState);
-  int port = 1;
-  Status st = f.string("device", &r.device);
-  if (st) {
-    st = f.integer("index", &r.index);
-  }
-  if (st) {
-    st = f.integer("port", &port);
-  }
-  if (st) {
-    st = f.boolean("created", &r.created);
-  }
-  if (st) {
-    st = f.boolean("moved", &r.moved);
-  }
-  if (st) {
-    st = f.string("nodeMode", &r.node_mode);
-  }
-  if (st) {
-    st = f.string("configfsRoot", &r.configfs_root);
-  }
-  if (!st) {
-    return std::move(st).error();
-  }
-  r.port = static_cast<uint32_t>(port);
+  Fields f(doc, where, ErrorKind::kState);
+  f.string("device", &r.device).integer("index", &r.index).integer_in("port", 0, 255, &r.port);
+  f.boolean("created", &r.created).boolean("moved", &r.moved);
+  f.string("nodeMode", &r.node_mode).string("configfsRoot", &r.configfs_root);
+  TRY(f.status());
   if (doc.contains("gids")) {
     r.gids = doc["gids"];
   }
@@ -141,71 +108,39 @@ Expected<RdmaRecord> rdma_from_json(const json& doc, const std::string& where) {
 
 Expected<VfRecord> vf_from_json(const json& doc, const std::string& where) {
   VfRecord vf;
-  cni::Fields f(doc, where, ErrorKind::kState);
+  Fields f(doc, where, ErrorKind::kState);
   json original;
-  Status st = f.string("pfPci", &vf.pf_pci);
-  if (st) {
-    st = f.string("pfName", &vf.pf_name);
-  }
-  if (st) {
-    st = f.string("sysfsRoot", &vf.sysfs_root);
-  }
-  if (st) {
-    st = f.integer("index", &vf.index);
-  }
-  if (st) {
-    st = f.object("original", &original);
-  }
-  cni::Fields o(original, where + ".original", ErrorKind::kState);
+  f.string("pfPci", &vf.pf_pci).string("pfName", &vf.pf_name);
+  f.string("sysfsRoot", &vf.sysfs_root).integer("index", &vf.index);
+  f.object("original", &original);
+  TRY(f.status());
+  Fields o(original, where + ".original", ErrorKind::kState);
+  netns::VfState& v = vf.original;
   std::string mac;
-  long long vlan = 0;
-  long long qos = 0;
-  long long proto = 0x8100;
-  long long state = 0;
-  long long min_rate = 0;
-  long long max_rate = 0;
-  if (st) {
-    st = o.string("mac", &mac);
-  }
-  for (auto [key, out] : {std::pair{"vlan", &vlan}, std::pair{"qos", &qos},
-                          std::pair{"vlanProto", &proto}, std::pair{"linkState", &state},
-                          std::pair{"minTxRate", &min_rate}, std::pair{"maxTxRate", &max_rate}}) {
-    if (st) {
-      st = o.integer64(key, out);
-    }
-  }
-  if (st) {
-    st = o.boolean("spoofchk", &vf.original.spoofchk);
-  }
-  if (st) {
-    st = o.boolean("trust", &vf.original.trust);
-  }
-  if (!st) {
-    return std::move(st).error();
-  }
+  std::string node_guid;
+  std::string port_guid;
+  uint32_t link_state = 0;
+  o.string("mac", &mac).integer_in("vlan", 0, 4095, &v.vlan).integer_in("qos", 0, 7, &v.qos);
+  o.integer_in("vlanProto", 0, 0xffff, &v.vlan_proto).integer_in("linkState", 0, 2, &link_state);
+  o.integer_in("minTxRate", 0, 0xffffffffLL, &v.min_tx_rate);
+  o.integer_in("maxTxRate", 0, 0xffffffffLL, &v.max_tx_rate);
+  o.boolean("spoofchk", &v.spoofchk).boolean("trust", &v.trust);
+  o.string("nodeGuid", &node_guid).string("portGuid", &port_guid);
+  TRY(o.status());
+  v.link_state = static_cast<netns::VfLinkState>(link_state);
   if (auto hw = netns::HwAddress::parse(mac); hw) {
-    vf.original.mac = *hw;
+    v.mac = *hw;
   }
-  vf.original.vlan = static_cast<uint32_t>(vlan);
-  vf.original.qos = static_cast<uint32_t>(qos);
-  vf.original.vlan_proto = static_cast<uint16_t>(proto);
-  vf.original.link_state = static_cast<netns::VfLinkState>(state);
-  vf.original.min_tx_rate = static_cast<uint32_t>(min_rate);
-  for (auto [key, out] : {std::pair{"nodeGuid", &vf.original.node_guid},
-                          std::pair{"portGuid", &vf.original.port_guid}}) {
-    std::string text;
-    if (auto g = o.string(key, &text); !g) {
-      return std::move(g).error();
-    }
-    if (!text.empty()) {
-      auto guid = netns::parse_guid(text, where + ".original." + key);
+  for (auto [key, text, out] : {std::tuple{"nodeGuid", &node_guid, &v.node_guid},
+                                std::tuple{"portGuid", &port_guid, &v.port_guid}}) {
+    if (!text->empty()) {
+      auto guid = netns::parse_guid(*text, where + ".original." + key);
       if (!guid) {
         return Error(ErrorKind::kState, guid.error().msg());
       }
       *out = *guid;
     }
   }
-  vf.original.max_tx_rate = static_cast<uint32_t>(max_rate);
   return vf;
 }
 
@@ -239,49 +174,21 @@ json AttachmentState::to_json() const {
 
 Expected<AttachmentState> AttachmentState::from_json(const json& doc, const std::string& where) {
   AttachmentState s;
-  cni::Fields f(doc, where, ErrorKind::kState);
+  Fields f(doc, where, ErrorKind::kState);
   json dev;
-  int mtu = 0;
-  Status st = f.required_string("network", &s.network);
-  for (auto [key, out] :
-       {std::pair{"containerID", &s.container_id}, std::pair{"ifname", &s.ifname},
-        std::pair{"netns", &s.netns}, std::pair{"mode", &s.mode}, std::pair{"phase", &s.phase},
-        std::pair{"config", &s.config}, std::pair{"deviceInfoFile", &s.device_info_file}}) {
-    if (st) {
-      st = f.string(key, out);
-    }
-  }
-  if (st) {
-    st = f.object("device", &dev);
-  }
-  cni::Fields d(dev, where + ".device", ErrorKind::kState);
-  for (auto [key, out] : {std::pair{"name", &s.device.name}, std::pair{"mac", &s.device.mac},
-                          std::pair{"alias", &s.device.alias}, std::pair{"pci", &s.device.pci},
-                          std::pair{"key", &s.device.key}}) {
-    if (st) {
-      st = d.string(key, out);
-    }
-  }
-  if (st) {
-    st = d.string_list("altnames", &s.device.altnames);
-  }
-  if (st) {
-    st = d.integer("index", &s.device.index);
-  }
-  if (st) {
-    st = d.integer("mtu", &mtu);
-  }
-  if (st) {
-    st = d.boolean("up", &s.device.up);
-  }
   long long netns_cookie = 0;
-  if (st) {
-    st = f.integer64("netnsCookie", &netns_cookie);
-  }
-  if (!st) {
-    return std::move(st).error();
-  }
-  s.device.mtu = static_cast<uint32_t>(mtu);
+  f.required_string("network", &s.network).string("containerID", &s.container_id);
+  f.string("ifname", &s.ifname).string("netns", &s.netns).string("mode", &s.mode);
+  f.string("phase", &s.phase).string("config", &s.config);
+  f.string("deviceInfoFile", &s.device_info_file).integer64("netnsCookie", &netns_cookie);
+  f.object("device", &dev);
+  TRY(f.status());
+  Fields d(dev, where + ".device", ErrorKind::kState);
+  d.string("name", &s.device.name).string("mac", &s.device.mac).string("alias", &s.device.alias);
+  d.string("pci", &s.device.pci).string("key", &s.device.key);
+  d.string_list("altnames", &s.device.altnames).integer("index", &s.device.index);
+  d.integer_in("mtu", 0, 0xffffffffLL, &s.device.mtu).boolean("up", &s.device.up);
+  TRY(d.status());
   s.netns_cookie = static_cast<uint64_t>(netns_cookie);
   if (doc.contains("vf") && doc["vf"].is_object()) {
     auto vf = vf_from_json(doc["vf"], where + ".vf");
@@ -322,39 +229,12 @@ Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentState& stat
   return opened;
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-FileLock& FileLock::operator=(FileLock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-FileLock::~FileLock() {
-  if (fd_ >= 0) {
-    ::close(fd_);  // releases the flock
-  }
-}
-
 Expected<FileLock> StateStore::lock_device(const std::string& key) {
   if (auto s = ensure_dirs(root_, "locks"); !s) {
     return std::move(s).error();
   }
   std::string path = root_ + "/locks/" + key + ".lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return Error(ErrorKind::kIo, "open lock " + path + ": " + std::strerror(errno));
-  }
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      int err = errno;
-      ::close(fd);
-      return Error(ErrorKind::kIo, "lock " + path + ": " + std::strerror(err));
-    }
-  }
-  return FileLock(fd);
+  return FileLock::acquire(path);
 }
 
 std::string StateStore::attachment_path(const std::string& network, const std::string& container_id,
@@ -414,17 +294,10 @@ Expected<std::optional<AttachmentState>> StateStore::holder(const std::string& k
   std::string network;
   std::string cid;
   std::string ifname;
-  cni::Fields f(doc, path, ErrorKind::kState);
-  Status st = f.required_string("network", &network);
-  if (st) {
-    st = f.required_string("containerID", &cid);
-  }
-  if (st) {
-    st = f.required_string("ifname", &ifname);
-  }
-  if (!st) {
-    return std::move(st).error();
-  }
+  Fields f(doc, path, ErrorKind::kState);
+  f.required_string("network", &network).required_string("containerID", &cid);
+  f.required_string("ifname", &ifname);
+  TRY(f.status());
   auto state = load(network, cid, ifname);
   if (!state) {
     return std::move(state).error();

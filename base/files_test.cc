@@ -1,4 +1,4 @@
-#include "cni/atomic_file.h"
+#include "base/files.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
 
 namespace rdmanet {
 namespace {

@@ -1,4 +1,4 @@
-#include "cni/plugin/attach.h"
+#include "plugin/attach.h"
 
 #include <linux/rtnetlink.h>
 #include <spdlog/spdlog.h>

@@ -1,16 +1,17 @@
-#include "cni/plugin/teardown.h"
+#include "plugin/teardown.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "cni/device_info.h"
-#include "cni/plugin/attach.h"
-#include "cni/plugin/rdma_attach.h"
+#include "cni/error_code.h"
 #include "netns/link.h"
 #include "netns/netns.h"
 #include "netns/sysfs.h"
 #include "netns/vf.h"
+#include "plugin/attach.h"
+#include "plugin/rdma_attach.h"
 
 namespace rdmanet::plugin {
 
@@ -218,7 +219,7 @@ bool permanent_config_error(const Error& error) {
   if (error.kind() == ErrorKind::kPluginNotFound) {
     return true;
   }
-  int code = cni_code(error);
+  int code = cni::error_code(error);
   return code == 1 || code == 2 || code == 4 || code == 6 || code == 7;
 }
 

@@ -1,12 +1,14 @@
-// Files that readers see whole or not at all, also across a crash: the state
-// store and the device-info file are both replaced this way.
+// Files: read whole, replaced atomically (readers see the old or the new content, also
+// across a crash: the state store and the device-info file are written this way), and the
+// private directories whose contents rdmanet trusts.
 #pragma once
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
-#include "cni/error.h"
+#include "base/error.h"
 
 namespace rdmanet {
 
@@ -27,6 +29,11 @@ Status check_private_directory(const std::string& path);
 // as it was and the temporary file is removed. Not for concurrent writers of
 // one path: they share the temporary name.
 Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode);
+
+// The whole content of a regular file; std::nullopt when it does not exist. Never follows
+// a symlink in the last component, never blocks on a FIFO (both kIo, naming the path).
+// Files above `max_size` bytes are refused (kIo): what rdmanet reads it wrote itself.
+Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size = 16 << 20);
 
 // The directory part of a path: "/a/b" -> "/a", "/a" -> "/", "a" -> ".".
 std::string parent_of(const std::string& path);

@@ -25,8 +25,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cni/temp_dir.h"
-#include "cni/test_process.h"
+#include "base/testing/process.h"
+#include "base/testing/temp_dir.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "cni/atomic_file.h"
+#include "base/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cni/fd.h"
+#include "base/fd.h"
 
 namespace rdmanet {
 
@@ -117,6 +117,43 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
     ::fsync(dir.get());
   }
   return ok_status();
+}
+
+Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    if (errno == ENOENT) {
+      return std::optional<std::string>();
+    }
+    return io_error("read " + path, errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return io_error("stat " + path, errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::kIo, "read " + path + ": not a regular file");
+  }
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return io_error("read " + path, errno);
+    }
+    if (n == 0) {
+      break;
+    }
+    if (data.size() + static_cast<size_t>(n) > max_size) {
+      return Error(ErrorKind::kIo,
+                   "read " + path + ": larger than " + std::to_string(max_size) + " bytes");
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return std::optional<std::string>(std::move(data));
 }
 
 std::string parent_of(const std::string& path) {

@@ -1,11 +1,12 @@
-#include "cni/plugin/state.h"
+#include "plugin/state.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 
-#include "cni/temp_dir.h"
+#include "base/testing/temp_dir.h"
+#include "cni/error_code.h"
 
 namespace rdmanet::plugin {
 namespace {
@@ -162,7 +163,7 @@ TEST_F(State, CorruptStateIsNamed) {
   fs::resize_file(path, 10);
   auto loaded = store.load("rail0", "abc", "net1");
   ASSERT_FALSE(loaded.ok());
-  EXPECT_EQ(cni_code(loaded.error()), 107);
+  EXPECT_EQ(cni::error_code(loaded.error()), 107);
   EXPECT_NE(loaded.error().msg().find(path), std::string::npos);
 }
 

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "cni/error.h"
-#include "cni/hex.h"
+#include "base/error.h"
+#include "base/file_lock.h"
+#include "base/hex.h"
 #include "netns/netns.h"
 #include "netns/vf.h"
 
@@ -78,22 +79,6 @@ struct AttachmentState {
 // now names another namespace (a reused /proc/<pid>/ns/net, a netns recreated under the same
 // name) is treated as gone, so DEL and reclaim never change links in somebody else's pod.
 Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentState& state);
-
-// An exclusive advisory lock; released when destroyed.
-class FileLock {
- public:
-  FileLock() = default;
-  FileLock(FileLock&& other) noexcept;
-  FileLock& operator=(FileLock&& other) noexcept;
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  ~FileLock();
-
- private:
-  friend class StateStore;
-  explicit FileLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
-};
 
 class StateStore {
  public:

@@ -1,21 +1,22 @@
-#include "cni/plugin/commands.h"
+#include "plugin/commands.h"
 
 #include <linux/rtnetlink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
+#include "base/json_fields.h"
 #include "cni/delegate.h"
-#include "cni/json_fields.h"
-#include "cni/plugin/attach.h"
-#include "cni/plugin/conf.h"
-#include "cni/plugin/device.h"
-#include "cni/plugin/rdma_attach.h"
-#include "cni/plugin/state.h"
-#include "cni/plugin/teardown.h"
+#include "cni/error_code.h"
 #include "netns/address.h"
 #include "netns/netns.h"
 #include "netns/route.h"
+#include "plugin/attach.h"
+#include "plugin/conf.h"
+#include "plugin/device.h"
+#include "plugin/rdma_attach.h"
+#include "plugin/state.h"
+#include "plugin/teardown.h"
 #include "rdma/nldev.h"
 
 namespace rdmanet::plugin {
@@ -38,13 +39,13 @@ const PluginConf& defaults() {
 std::string state_dir_of(const cni::NetConf& net) {
   const std::string fallback = defaults().state_dir;
   std::string dir = fallback;
-  (void)cni::Fields(net.raw, "", ErrorKind::kInvalidConfig).string("stateDir", &dir);
+  Fields(net.raw, "", ErrorKind::kInvalidConfig).string("stateDir", &dir);
   return dir.empty() || dir[0] != '/' ? fallback : dir;
 }
 
 int ipam_timeout_of(const cni::NetConf& net) {
   int seconds = defaults().ipam_timeout_seconds;
-  (void)cni::Fields(net.raw, "", ErrorKind::kInvalidConfig).integer("ipamTimeout", &seconds);
+  Fields(net.raw, "", ErrorKind::kInvalidConfig).integer("ipamTimeout", &seconds);
   return std::clamp(seconds, 1, 600);
 }
 
@@ -376,7 +377,7 @@ Status cmd_status(const cni::Call& call) {
   }
   auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kStatus, call.env,
                                  call.stdin_text, ipam_options(ipam_timeout_of(call.conf)));
-  if (!s && (cni_code(s.error()) == 1 || cni_code(s.error()) == 4)) {
+  if (!s && (cni::error_code(s.error()) == 1 || cni::error_code(s.error()) == 4)) {
     // An IPAM plugin older than spec 1.1 cannot answer STATUS; that says
     // nothing about whether it can allocate.
     return ok_status();
@@ -415,7 +416,7 @@ Status cmd_gc(const cni::Call& call) {
   }
   auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env, call.stdin_text,
                                  ipam_options(timeout));
-  if (!s && cni_code(s.error()) == 1) {
+  if (!s && cni::error_code(s.error()) == 1) {
     return ok_status();  // the IPAM plugin predates GC
   }
   return s;

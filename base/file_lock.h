@@ -1,0 +1,28 @@
+// An exclusive advisory lock on a file (flock), held until the FileLock is destroyed.
+//
+// flock belongs to the open file description: a process that opens the same lock file
+// twice waits on itself forever, so every lock is taken at most once per process (callers
+// keep a lock order), and a forked child must close the descriptor (netns_sysfs does).
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+#include "base/fd.h"
+
+namespace rdmanet {
+
+class FileLock {
+ public:
+  // Opens (creating it 0600, never through a symlink) and locks `path`, waiting as long as
+  // another process holds it.
+  static Expected<FileLock> acquire(const std::string& path);
+
+  FileLock() = default;
+
+ private:
+  explicit FileLock(Fd fd) : fd_(std::move(fd)) {}
+  Fd fd_;  // closing it releases the lock
+};
+
+}  // namespace rdmanet
