@@ -155,6 +155,14 @@ Fields& Fields::boolean(const std::string& key, bool* out) {
   return *this;
 }
 
+Fields& Fields::boolean(const std::string& key, std::optional<bool>* out) {
+  bool value = false;
+  if (ok() && has(key) && boolean(key, &value).ok()) {
+    *out = value;
+  }
+  return *this;
+}
+
 Fields& Fields::string_list(const std::string& key, std::vector<std::string>* out) {
   const json* v = next(key);
   if (v == nullptr) {

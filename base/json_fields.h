@@ -46,6 +46,7 @@ class Fields {
   template <class T>
   Fields& integer_in(const std::string& key, long long min, long long max, T* out);
   Fields& boolean(const std::string& key, bool* out);
+  Fields& boolean(const std::string& key, std::optional<bool>* out);
   Fields& string_list(const std::string& key, std::vector<std::string>* out);
   Fields& object_list(const std::string& key, std::vector<nlohmann::json>* out);
   // Copies an object-valued field (must be an object when present).

@@ -172,6 +172,25 @@ bool VfConfig::empty() const {
          !min_tx_rate && !max_tx_rate && !node_guid && !port_guid;
 }
 
+void VfConfig::merge(const VfConfig& other) {
+  auto take = [](auto* to, const auto& value) {
+    if (value) {
+      *to = value;
+    }
+  };
+  take(&mac, other.mac);
+  take(&vlan, other.vlan);
+  take(&qos, other.qos);
+  take(&vlan_proto, other.vlan_proto);
+  take(&spoofchk, other.spoofchk);
+  take(&trust, other.trust);
+  take(&link_state, other.link_state);
+  take(&min_tx_rate, other.min_tx_rate);
+  take(&max_tx_rate, other.max_tx_rate);
+  take(&node_guid, other.node_guid);
+  take(&port_guid, other.port_guid);
+}
+
 VfConfig VfState::as_config() const {
   VfConfig cfg;
   if (!mac.empty()) {
@@ -200,11 +219,109 @@ std::vector<uint8_t> encode_vf_config(int vf, const VfConfig& cfg) {
   return {begin, begin + len};
 }
 
-Status set_vf(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg) {
+std::vector<VfAttribute> attributes_of(const VfConfig& cfg) {
+  std::vector<VfAttribute> out;
+  for (const auto& [attribute, name] : kVfAttributeNames) {
+    if (!only(cfg, attribute).empty()) {
+      out.push_back(attribute);
+    }
+  }
+  return out;
+}
+
+VfConfig only(const VfConfig& cfg, VfAttribute attribute) {
+  VfConfig one;
+  switch (attribute) {
+    case VfAttribute::kMac:
+      one.mac = cfg.mac;
+      break;
+    case VfAttribute::kVlan:
+      if (cfg.vlan) {
+        one.vlan = cfg.vlan;
+        one.qos = cfg.qos;
+        one.vlan_proto = cfg.vlan_proto;
+      }
+      break;
+    case VfAttribute::kSpoofchk:
+      one.spoofchk = cfg.spoofchk;
+      break;
+    case VfAttribute::kTrust:
+      one.trust = cfg.trust;
+      break;
+    case VfAttribute::kLinkState:
+      one.link_state = cfg.link_state;
+      break;
+    case VfAttribute::kRate:
+      one.min_tx_rate = cfg.min_tx_rate;
+      one.max_tx_rate = cfg.max_tx_rate;
+      break;
+    case VfAttribute::kNodeGuid:
+      one.node_guid = cfg.node_guid;
+      break;
+    case VfAttribute::kPortGuid:
+      one.port_guid = cfg.port_guid;
+      break;
+  }
+  return one;
+}
+
+bool has_setting(const VfState& state, const VfConfig& cfg, VfAttribute attribute) {
+  switch (attribute) {
+    case VfAttribute::kMac:
+      return !cfg.mac || state.mac == *cfg.mac;
+    case VfAttribute::kVlan:
+      return !cfg.vlan || (state.vlan == *cfg.vlan && state.qos == cfg.qos.value_or(0) &&
+                           state.vlan_proto == cfg.vlan_proto.value_or(ETH_P_8021Q));
+    case VfAttribute::kSpoofchk:
+      return !cfg.spoofchk || state.spoofchk == *cfg.spoofchk;
+    case VfAttribute::kTrust:
+      return !cfg.trust || state.trust == *cfg.trust;
+    case VfAttribute::kLinkState:
+      return !cfg.link_state || state.link_state == *cfg.link_state;
+    case VfAttribute::kRate:
+      return state.min_tx_rate == cfg.min_tx_rate.value_or(state.min_tx_rate) &&
+             state.max_tx_rate == cfg.max_tx_rate.value_or(state.max_tx_rate);
+    case VfAttribute::kNodeGuid:
+      return !cfg.node_guid || state.node_guid == cfg.node_guid;
+    case VfAttribute::kPortGuid:
+      return !cfg.port_guid || state.port_guid == cfg.port_guid;
+  }
+  return false;
+}
+
+VfConfig settings_for(const VfState& state, const VfConfig& cfg) {
+  const VfConfig all = state.as_config();
+  VfConfig out;
+  for (VfAttribute attribute : attributes_of(cfg)) {
+    out.merge(only(all, attribute));
+  }
+  return out;
+}
+
+Status set_vf_attribute(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg,
+                        VfAttribute attribute) {
+  VfConfig one = only(cfg, attribute);
+  if (attribute == VfAttribute::kRate) {
+    // One attribute carries both rates: the kernel would read a missing one as 0.
+    VfState current;
+    if (!one.min_tx_rate || !one.max_tx_rate) {
+      TRY_ASSIGN(current, read_vf(rtnl, pf.index, pf.name, vf));
+    }
+    one.min_tx_rate = one.min_tx_rate.value_or(current.min_tx_rate);
+    one.max_tx_rate = one.max_tx_rate.value_or(current.max_tx_rate);
+  }
   ifinfomsg ifi = pf_header(pf.index);
   NlRequest req(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &ifi, sizeof ifi);
-  put_vf_config(req, vf, cfg);
-  return rtnl.request(req, "set VF " + std::to_string(vf) + " of PF \"" + pf.name + "\"");
+  put_vf_config(req, vf, one);
+  return rtnl.request(req, "set VF " + std::to_string(vf) + " of PF \"" + pf.name + "\" " +
+                               std::string(name_of(kVfAttributeNames, attribute)));
+}
+
+Status set_vf(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg) {
+  for (VfAttribute attribute : attributes_of(cfg)) {
+    TRY(set_vf_attribute(rtnl, pf, vf, cfg, attribute));
+  }
+  return ok_status();
 }
 
 Expected<VfState> read_vf(Rtnl& rtnl, int pf_index, const std::string& pf_name, int vf) {

@@ -36,6 +36,8 @@ struct VfConfig {
   std::optional<uint64_t> port_guid;
 
   bool empty() const;
+  // Takes every field `other` sets.
+  void merge(const VfConfig& other);
 };
 
 // A VF's settings as the PF reports them; as a VfConfig it restores them.
@@ -57,11 +59,42 @@ struct VfState {
   VfConfig as_config() const;
 };
 
+// The settings of a VF, one kernel attribute each (IFLA_VF_MAC, IFLA_VF_VLAN_LIST, ...), as
+// `ip link set <pf> vf N <setting>` sends them; named as sriov-cni's config keys. A driver
+// takes some and refuses others (igb: no link state), so they are set one request each.
+enum class VfAttribute { kMac, kVlan, kSpoofchk, kTrust, kLinkState, kRate, kNodeGuid, kPortGuid };
+inline constexpr Name<VfAttribute> kVfAttributeNames[] = {{VfAttribute::kMac, "mac"},
+                                                          {VfAttribute::kVlan, "vlan"},
+                                                          {VfAttribute::kSpoofchk, "spoofchk"},
+                                                          {VfAttribute::kTrust, "trust"},
+                                                          {VfAttribute::kLinkState, "link_state"},
+                                                          {VfAttribute::kRate, "tx rate"},
+                                                          {VfAttribute::kNodeGuid, "node GUID"},
+                                                          {VfAttribute::kPortGuid, "port GUID"}};
+
+// The attributes cfg sets, in the order set_vf applies them (the order above). vlanQoS and
+// vlanProto belong to the vlan attribute, min_tx_rate and max_tx_rate to the rate.
+std::vector<VfAttribute> attributes_of(const VfConfig& cfg);
+// cfg's value of one attribute alone.
+VfConfig only(const VfConfig& cfg, VfAttribute attribute);
+// Whether the VF has cfg's value of the attribute already (an unset qos or protocol counts
+// as 0 and 802.1Q, an unset rate as unchanged).
+bool has_setting(const VfState& state, const VfConfig& cfg, VfAttribute attribute);
+// What the VF has now for the attributes cfg sets: the config that puts them back. An
+// attribute the PF does not report (a GUID never assigned) is left out; it cannot be put
+// back.
+VfConfig settings_for(const VfState& state, const VfConfig& cfg);
+
 // Reads VF `vf` of the PF with ifindex pf_index. kDeviceNotFound when the PF
 // reports no such VF.
 Expected<VfState> read_vf(Rtnl& rtnl, int pf_index, const std::string& pf_name, int vf);
 
-// Applies cfg to VF `vf` of pf in one request.
+// Applies one attribute of cfg to VF `vf` of pf, in one request. The error names the VF, the
+// PF and the attribute: `set VF 3 of PF "enp1s0" link_state: Operation not supported`.
+Status set_vf_attribute(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg,
+                        VfAttribute attribute);
+// Applies cfg one attribute per request, in attributes_of() order, stopping at the first one
+// that fails: the ones before it stay applied.
 Status set_vf(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg);
 
 // The IFLA_VFINFO_LIST attribute set_vf sends, as bytes: attributes in the

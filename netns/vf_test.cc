@@ -186,7 +186,7 @@ TEST_F(VfKernelTest, DriverWithoutSriovIsAClearError) {
   cfg.vlan = 5;
   auto set = set_vf(rtnl, *pf, 0, cfg);
   ASSERT_FALSE(set.ok());
-  EXPECT_NE(set.error().msg().find("set VF 0 of PF \"pf0\": Operation not supported"),
+  EXPECT_NE(set.error().msg().find("set VF 0 of PF \"pf0\" vlan: Operation not supported"),
             std::string::npos)
       << set.error().msg();
 
@@ -196,9 +196,78 @@ TEST_F(VfKernelTest, DriverWithoutSriovIsAClearError) {
   guids.port_guid = 0x0011223344556688;
   auto set_guids = set_vf(rtnl, *pf, 0, guids);
   ASSERT_FALSE(set_guids.ok());
-  EXPECT_NE(set_guids.error().msg().find("set VF 0 of PF \"pf0\": Operation not supported"),
-            std::string::npos)
+  EXPECT_NE(
+      set_guids.error().msg().find("set VF 0 of PF \"pf0\" node GUID: Operation not supported"),
+      std::string::npos)
       << set_guids.error().msg();
+}
+
+// Each setting is its own kernel attribute, set (and put back) in its own request, so a
+// driver that refuses one (igb: link state) cannot leave the others half applied unknown.
+TEST(VfAttributes, EachSettingIsOneAttributeInApplyOrder) {
+  VfConfig cfg;
+  cfg.link_state = VfLinkState::kDisable;
+  cfg.vlan = 7;
+  cfg.qos = 3;
+  cfg.max_tx_rate = 100;
+  cfg.mac = *HwAddress::parse("02:00:00:00:00:07");
+  EXPECT_EQ(attributes_of(cfg),
+            (std::vector<VfAttribute>{VfAttribute::kMac, VfAttribute::kVlan,
+                                      VfAttribute::kLinkState, VfAttribute::kRate}));
+  VfConfig vlan = only(cfg, VfAttribute::kVlan);
+  EXPECT_EQ(vlan.vlan, 7U);
+  EXPECT_EQ(vlan.qos, 3U);
+  EXPECT_FALSE(vlan.mac);
+  EXPECT_FALSE(vlan.link_state);
+  EXPECT_TRUE(only(cfg, VfAttribute::kTrust).empty());
+  // qos without vlan is no vlan attribute (the config parser refuses it anyway).
+  VfConfig qos_only;
+  qos_only.qos = 2;
+  EXPECT_TRUE(attributes_of(qos_only).empty());
+}
+
+TEST(VfAttributes, HasSettingComparesOnlyWhatTheConfigSets) {
+  VfState state;
+  state.vlan = 7;
+  state.qos = 0;
+  state.max_tx_rate = 100;
+  state.min_tx_rate = 10;
+  VfConfig cfg;
+  cfg.vlan = 7;
+  EXPECT_TRUE(has_setting(state, cfg, VfAttribute::kVlan)) << "unset qos is 0, proto 802.1Q";
+  cfg.vlan_proto = 0x88a8;
+  EXPECT_FALSE(has_setting(state, cfg, VfAttribute::kVlan));
+  cfg.max_tx_rate = 100;
+  EXPECT_TRUE(has_setting(state, cfg, VfAttribute::kRate)) << "unset min_tx_rate is unchanged";
+  cfg.min_tx_rate = 0;
+  EXPECT_FALSE(has_setting(state, cfg, VfAttribute::kRate));
+  EXPECT_TRUE(has_setting(state, cfg, VfAttribute::kTrust)) << "not set: nothing to change";
+}
+
+TEST(VfAttributes, SettingsForPutsBackExactlyTheAttributesTheConfigChanges) {
+  VfState state;
+  state.mac = *HwAddress::parse("02:00:00:00:00:01");
+  state.vlan = 12;
+  state.qos = 1;
+  state.vlan_proto = 0x88a8;
+  state.trust = true;
+  state.min_tx_rate = 5;
+  state.max_tx_rate = 50;
+  VfConfig cfg;
+  cfg.vlan = 100;
+  cfg.max_tx_rate = 1000;
+  cfg.node_guid = 0x0011223344556677ULL;  // the PF reports none: cannot be put back
+  VfConfig back = settings_for(state, cfg);
+  EXPECT_EQ(back.vlan, 12U);
+  EXPECT_EQ(back.qos, 1U);
+  EXPECT_EQ(back.vlan_proto, 0x88a8);
+  EXPECT_EQ(back.min_tx_rate, 5U);
+  EXPECT_EQ(back.max_tx_rate, 50U);
+  EXPECT_FALSE(back.mac) << "the config does not change the MAC";
+  EXPECT_FALSE(back.trust);
+  EXPECT_FALSE(back.node_guid);
+  EXPECT_EQ(attributes_of(back),
+            (std::vector<VfAttribute>{VfAttribute::kVlan, VfAttribute::kRate}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// rdmanet's CNI commands. Each reads as a list of steps; every step that
-// changes the node has its inverse in teardown(), which serves both the
-// rollback of a failed ADD and DEL.
+// rdmanet's CNI commands. ADD reads top to bottom as its list of steps (plugin/steps.h);
+// DEL, GC and the rollback of a failed ADD undo the steps an attachment recorded
+// (plugin/attachment.h), so they are the same code.
 #pragma once
 
 #include "cni/skel.h"

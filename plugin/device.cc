@@ -1,6 +1,6 @@
 #include "plugin/device.h"
 
-#include "plugin/state.h"
+#include "base/hex.h"
 
 namespace rdmanet::plugin {
 

@@ -53,7 +53,7 @@ check rdma-device-on-net1 sh -c "[ -n '$dev_a' ] && [ -n '$dev_b' ] && echo '$de
 check isolated-a-sees-only-own sh -c "[ \"\$($IP netns exec pod-a rdma dev show | wc -l)\" = 1 ]"
 check isolated-b-sees-only-own sh -c "[ \"\$($IP netns exec pod-b rdma dev show | wc -l)\" = 1 ]"
 check isolated-host-sees-none no_rdma_devices
-check state-records-move grep -q '"moved": *true' "$CNI_STATE/rail0/ctr-pod-a.6e657431.json"
+check state-records-move grep -q '"step": *"rdma-move"' "$CNI_STATE/rail0/ctr-pod-a.6e657431.json"
 gi_a=$(reported_gid_index "$dev_a")
 gi_b=$(reported_gid_index "$dev_b")
 seen_a=$(roce_v2_gid_index pod-a "$dev_a" "$ip_a")

@@ -1,0 +1,146 @@
+#include "plugin/attachment.h"
+
+#include <spdlog/spdlog.h>
+
+#include "plugin/steps.h"
+
+namespace rdmanet::plugin {
+
+namespace {
+
+// Each recorded step's inverse (plugin/steps.h).
+struct Inverse {
+  StepKind kind;
+  Status (*undo)(Attachment& a, const nlohmann::json& step);
+};
+constexpr Inverse kInverses[] = {
+    {StepKind::kHoldDevice, release_hold},        {StepKind::kVfSettings, restore_vf_settings},
+    {StepKind::kRdmaMove, move_rdma_device_home}, {StepKind::kNetdevMove, bring_netdev_home},
+    {StepKind::kMacvlan, delete_macvlan},         {StepKind::kIpam, ipam_release},
+    {StepKind::kSoftRoce, delete_soft_roce},      {StepKind::kDeviceInfo, remove_device_info},
+};
+
+Status undo_step(Attachment& a, const StepRecord& step) {
+  for (const auto& inverse : kInverses) {
+    if (inverse.kind == step.kind) {
+      return inverse.undo(a, step.data);
+    }
+  }
+  return Error(ErrorKind::kInternal,
+               "no inverse for step " + std::string(name_of(kStepNames, step.kind)));
+}
+
+}  // namespace
+
+Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentRecord& record) {
+  if (record.netns.empty()) {
+    return std::optional<netns::Netns>();
+  }
+  TRY_ASSIGN(auto opened, netns::Netns::open_if_exists(record.netns));
+  if (!opened || record.netns_cookie == 0) {
+    return opened;
+  }
+  if (auto cookie = opened->cookie(); cookie && *cookie != record.netns_cookie) {
+    spdlog::warn("netns {} is no longer the pod's (cookie {}, ADD saw {}): treating it as gone",
+                 record.netns, *cookie, record.netns_cookie);
+    return std::optional<netns::Netns>();
+  }
+  return opened;
+}
+
+Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call& call) {
+  TRY_ASSIGN(auto pod, netns::Netns::open(call.env.netns));
+  TRY_ASSIGN(auto host, netns::Netns::current());
+  if (pod.same_as(host)) {
+    return Error(ErrorKind::kInvalidEnvironment,
+                 "CNI_NETNS " + call.env.netns + " is the plugin's own (host) netns");
+  }
+  AttachmentRecord record;
+  record.network = conf.net.name;
+  record.container_id = call.env.container_id;
+  record.ifname = call.env.ifname;
+  record.netns = call.env.netns;
+  if (auto cookie = pod.cookie(); cookie) {
+    record.netns_cookie = *cookie;
+  } else {
+    spdlog::info("no netns cookie ({}): DEL cannot tell a reused netns path", cookie.error().msg());
+  }
+  record.mode = conf.mode;
+  record.device_key = device_key(conf.device);
+  record.config = call.stdin_text;
+  Attachment a(StateStore(conf.state_dir), std::move(record), std::move(host), std::move(pod),
+               call.env, conf.ipam_timeout_seconds);
+  a.conf_ = &conf;
+  a.call_ = &call;
+  return a;
+}
+
+Expected<Attachment> Attachment::for_undo(const std::string& state_dir, AttachmentRecord record,
+                                          const cni::Environment& env, int ipam_timeout_seconds) {
+  TRY_ASSIGN(auto host, netns::Netns::current());
+  std::optional<netns::Netns> pod;
+  if (auto opened = open_pod_netns(record); opened) {
+    pod = std::move(*opened);
+  } else {
+    spdlog::info("pod netns {} unusable ({}); treating it as gone", record.netns,
+                 opened.error().msg());
+  }
+  cni::Environment own = env;
+  own.container_id = record.container_id;
+  own.ifname = record.ifname;
+  own.netns = record.netns;
+  return Attachment(StateStore(state_dir), std::move(record), std::move(host), std::move(pod),
+                    std::move(own), ipam_timeout_seconds);
+}
+
+Status Attachment::record(StepKind kind, nlohmann::json data) {
+  record_.steps.push_back({kind, std::move(data)});
+  auto saved = store_.save(record_);
+  if (!saved) {
+    record_.steps.pop_back();  // the step will not run: nothing of it to undo
+  }
+  return saved;
+}
+
+Status Attachment::undo() {
+  const size_t recorded = record_.steps.size();
+  while (!record_.steps.empty()) {
+    const StepRecord& step = record_.steps.back();
+    if (auto s = undo_step(*this, step); !s) {
+      Error error = std::move(s).error();
+      error.context("undo " + std::string(name_of(kStepNames, step.kind)));
+      if (record_.steps.size() < recorded) {
+        if (auto saved = store_.save(record_); !saved) {
+          spdlog::warn("saving what is left to undo: {}", saved.error().msg());
+        }
+      }
+      return error;
+    }
+    record_.steps.pop_back();
+  }
+  return store_.forget(record_.id());
+}
+
+Expected<cni::Result> Attachment::roll_back_on_error(
+    const std::function<Expected<cni::Result>()>& steps) {
+  auto result = steps();
+  if (result) {
+    return result;
+  }
+  Error error = std::move(result).error();
+  spdlog::error("ADD failed, rolling back: {}", error.msg());
+  if (auto s = undo(); !s) {
+    spdlog::error("rollback incomplete: {}", s.error().msg());
+    error.context("rollback incomplete (" + s.error().msg() + ")");
+  }
+  return error;
+}
+
+Expected<cni::Result> Attachment::finish(cni::Result result) {
+  record_.phase = Phase::kAdded;
+  record_.result = cni::encode_result(result, "1.1.0");
+  TRY(store_.save(record_));
+  return result;
+}
+
+}  // namespace rdmanet::plugin

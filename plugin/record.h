@@ -1,0 +1,92 @@
+// The attachment record: who the attachment is, and the steps ADD took, in order, each with
+// what its inverse needs to undo exactly that. It is the state file DEL reads
+// (plugin/store.h); this file is its codec.
+//
+// Version 2 (this one) records steps; version 1 (before 0.2) recorded a snapshot of the
+// device, its VF and its RDMA device. A version 1 file is read as the steps it implies, so
+// an upgrade can delete the attachments of the release before.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/names.h"
+#include "plugin/conf.h"
+
+namespace rdmanet::plugin {
+
+// The steps of ADD that change the node, in the order ADD takes them (plugin/steps.h).
+enum class StepKind {
+  kHoldDevice,  // the device's hold file names this attachment
+  kVfSettings,  // VF attributes set through the PF
+  kRdmaMove,    // the RDMA device moved into the pod netns
+  kNetdevMove,  // the netdev moved into the pod netns and renamed
+  kMacvlan,     // a macvlan child created in the pod netns
+  kIpam,        // the IPAM plugin's ADD
+  kSoftRoce,    // a soft-RoCE device created on the pod interface
+  kDeviceInfo,  // the CNIDeviceInfoFile written
+};
+inline constexpr Name<StepKind> kStepNames[] = {
+    {StepKind::kHoldDevice, "hold-device"}, {StepKind::kVfSettings, "vf-settings"},
+    {StepKind::kRdmaMove, "rdma-move"},     {StepKind::kNetdevMove, "netdev-move"},
+    {StepKind::kMacvlan, "macvlan"},        {StepKind::kIpam, "ipam"},
+    {StepKind::kSoftRoce, "soft-roce"},     {StepKind::kDeviceInfo, "device-info"},
+};
+
+// One step taken: its kind and what its inverse reads (the step's own keys).
+struct StepRecord {
+  StepKind kind;
+  nlohmann::json data = nlohmann::json::object();
+};
+
+enum class Phase { kAdding, kAdded };
+inline constexpr Name<Phase> kPhaseNames[] = {{Phase::kAdding, "adding"}, {Phase::kAdded, "added"}};
+
+// The pod's RDMA device as ADD reported it (for CHECK and for people reading the state).
+struct RdmaReport {
+  std::string device;
+  int index = -1;         // the kernel's RDMA device index; -1 until known
+  uint32_t port = 1;      // the port whose netdev is the pod interface
+  std::string node_mode;  // the node's RDMA netns mode at ADD
+  nlohmann::json gids;    // rdma::GidReport::to_json(), once known
+};
+
+// An attachment's identity: what the runtime names it by in ADD, CHECK and DEL.
+struct AttachmentId {
+  std::string network;
+  std::string container_id;
+  std::string ifname;
+  bool operator==(const AttachmentId&) const = default;
+  // "container <id> (ifname <if>, network <net>)", for messages.
+  std::string str() const;
+};
+
+struct AttachmentRecord {
+  std::string network;
+  std::string container_id;
+  std::string ifname;
+  std::string netns;
+  uint64_t netns_cookie = 0;  // the pod netns's cookie at ADD; 0 when the kernel has none
+  Mode mode = Mode::kNetdev;
+  Phase phase = Phase::kAdding;
+  std::string device_key;   // the device's lock and hold key (plugin/device.h)
+  std::string device_name;  // its host name at ADD, for messages
+  std::vector<StepRecord> steps;
+  std::optional<RdmaReport> rdma;
+  std::string config;     // the ADD's stdin, for the IPAM DEL after config changes
+  nlohmann::json result;  // the ADD result (1.1.0 encoding), once known
+
+  AttachmentId id() const { return {network, container_id, ifname}; }
+  // The first step of `kind`, if ADD took one.
+  const StepRecord* step(StepKind kind) const;
+
+  nlohmann::json to_json() const;
+  // `where` names the file in errors (kState).
+  static Expected<AttachmentRecord> from_json(const nlohmann::json& doc, const std::string& where);
+};
+
+}  // namespace rdmanet::plugin

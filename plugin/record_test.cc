@@ -1,0 +1,131 @@
+#include "plugin/record.h"
+
+#include <gtest/gtest.h>
+
+#include "cni/error_code.h"
+
+namespace rdmanet::plugin {
+namespace {
+
+using nlohmann::json;
+
+TEST(Record, RoundTripsIdentityStepsAndReport) {
+  AttachmentRecord r;
+  r.network = "rail0";
+  r.container_id = "abc";
+  r.ifname = "net1";
+  r.netns = "/run/netns/p";
+  r.netns_cookie = 1ULL << 40;
+  r.mode = Mode::kMacvlan;
+  r.phase = Phase::kAdded;
+  r.device_key = "name-6574";
+  r.device_name = "et";
+  r.steps = {{StepKind::kMacvlan, {{"name", "net1"}}}, {StepKind::kIpam, json::object()}};
+  r.rdma = RdmaReport{"rxe_net1_1a2b3c4d", 4, 1, "shared", {{"device", "x"}}};
+  r.config = R"({"cniVersion":"1.0.0"})";
+  r.result = {{"cniVersion", "1.1.0"}};
+
+  json doc = r.to_json();
+  EXPECT_EQ(doc["version"], 2);
+  EXPECT_EQ(doc["mode"], "macvlan");
+  EXPECT_EQ(doc["phase"], "added");
+  EXPECT_EQ(doc["steps"][0]["step"], "macvlan");
+  EXPECT_EQ(doc["steps"][0]["name"], "net1");
+  auto back = AttachmentRecord::from_json(json::parse(doc.dump()), "f");
+  ASSERT_TRUE(back) << back.error().msg();
+  EXPECT_EQ(back->id(), r.id());
+  EXPECT_EQ(back->netns_cookie, r.netns_cookie);
+  EXPECT_EQ(back->mode, Mode::kMacvlan);
+  EXPECT_EQ(back->phase, Phase::kAdded);
+  EXPECT_EQ(back->device_key, "name-6574");
+  ASSERT_EQ(back->steps.size(), 2U);
+  EXPECT_EQ(back->steps[0].kind, StepKind::kMacvlan);
+  EXPECT_EQ(back->steps[0].data, json({{"name", "net1"}}));
+  EXPECT_EQ(back->steps[1].kind, StepKind::kIpam);
+  ASSERT_TRUE(back->rdma);
+  EXPECT_EQ(back->rdma->index, 4);
+  EXPECT_EQ(back->rdma->gids["device"], "x");
+  EXPECT_EQ(back->config, r.config);
+  EXPECT_EQ(back->result, r.result);
+  EXPECT_NE(back->step(StepKind::kIpam), nullptr);
+  EXPECT_EQ(back->step(StepKind::kNetdevMove), nullptr);
+}
+
+TEST(Record, UnknownStepsAndVersionsAreStateErrorsNotSilentlyDropped) {
+  json doc = {{"version", 2}, {"network", "n"}, {"steps", {{{"step", "teleport"}}}}};
+  auto r = AttachmentRecord::from_json(doc, "f");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(cni::error_code(r.error()), 107);
+  EXPECT_NE(r.error().msg().find("teleport"), std::string::npos) << r.error().msg();
+  doc = {{"version", 3}, {"network", "n"}};
+  r = AttachmentRecord::from_json(doc, "f");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().msg().find("version 3"), std::string::npos) << r.error().msg();
+  doc = {{"version", 2}, {"network", "n"}, {"mode", "bridge"}};
+  EXPECT_FALSE(AttachmentRecord::from_json(doc, "f"));
+}
+
+// What rdmanet 0.1 wrote (a snapshot of the device, its VF and RDMA device) reads as the
+// steps that undo the same things, so an upgraded node can DEL the pods of the old release.
+TEST(Record, Version1FilesReadAsTheirSteps) {
+  json v1 = json::parse(R"({
+    "version": 1,
+    "network": "rail0", "containerID": "abc", "ifname": "net1", "netns": "/run/netns/p",
+    "netnsCookie": 4096, "mode": "netdev", "phase": "added",
+    "device": {"name": "ens1f0v3", "index": 7, "mac": "02:00:00:00:00:07", "mtu": 9000,
+               "alias": "", "altnames": ["enp59s0f0v3"], "pci": "0000:3b:00.3",
+               "key": "pci-0000:3b:00.3", "up": true},
+    "vf": {"pfPci": "0000:3b:00.0", "pfName": "ens1f0", "sysfsRoot": "/sys", "index": 3,
+           "original": {"mac": "02:00:00:00:00:01", "vlan": 12, "qos": 0, "vlanProto": 34984,
+                        "spoofchk": true, "trust": false, "linkState": 2, "minTxRate": 0,
+                        "maxTxRate": 100, "nodeGuid": "00:11:22:33:44:55:66:77"}},
+    "rdma": {"device": "rxe_net1_1a2b3c4d", "index": 4, "port": 1, "created": true,
+             "moved": true, "nodeMode": "exclusive", "configfsRoot": "/sys/kernel/config",
+             "gids": {"device": "rxe_net1_1a2b3c4d"}},
+    "deviceInfoFile": "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1",
+    "config": "{}", "result": {"cniVersion": "1.1.0"}})");
+  auto r = AttachmentRecord::from_json(v1, "old");
+  ASSERT_TRUE(r) << r.error().msg();
+  EXPECT_EQ(r->netns_cookie, 4096U);
+  EXPECT_EQ(r->device_key, "pci-0000:3b:00.3");
+  EXPECT_EQ(r->device_name, "ens1f0v3");
+  std::vector<StepKind> kinds;
+  for (const auto& s : r->steps) {
+    kinds.push_back(s.kind);
+  }
+  // Undone last first: device-info, RDMA device home, soft-RoCE deleted, IPAM, netdev home,
+  // VF settings, hold (version 1 released IPAM after the netdev; either order is safe).
+  EXPECT_EQ(kinds,
+            (std::vector<StepKind>{StepKind::kHoldDevice, StepKind::kVfSettings,
+                                   StepKind::kNetdevMove, StepKind::kIpam, StepKind::kSoftRoce,
+                                   StepKind::kRdmaMove, StepKind::kDeviceInfo}));
+  const json& netdev = r->step(StepKind::kNetdevMove)->data;
+  EXPECT_EQ(netdev["hostName"], "ens1f0v3");
+  EXPECT_EQ(netdev["index"], 7);
+  EXPECT_EQ(netdev["mtu"], 9000);
+  EXPECT_EQ(netdev["wasUp"], true);
+  EXPECT_EQ(netdev["altnames"], json({"enp59s0f0v3"}));
+  const json& vf = r->step(StepKind::kVfSettings)->data;
+  EXPECT_EQ(vf["vf"], 3);
+  EXPECT_EQ(vf["pfPci"], "0000:3b:00.0");
+  EXPECT_EQ(vf["original"]["linkState"], "disable");
+  EXPECT_EQ(vf["original"]["vlanProto"], 34984);
+  EXPECT_EQ(r->step(StepKind::kRdmaMove)->data["index"], 4);
+  EXPECT_EQ(r->step(StepKind::kSoftRoce)->data["device"], "rxe_net1_1a2b3c4d");
+  EXPECT_EQ(r->step(StepKind::kDeviceInfo)->data["path"],
+            "/var/run/k8s.cni.cncf.io/devinfo/cni/x-net1");
+  ASSERT_TRUE(r->rdma);
+  EXPECT_EQ(r->rdma->index, 4);
+
+  json macvlan = {{"version", 1},       {"network", "n"},
+                  {"containerID", "c"}, {"ifname", "net1"},
+                  {"mode", "macvlan"},  {"device", {{"name", "eth0"}, {"key", "name-65"}}}};
+  auto m = AttachmentRecord::from_json(macvlan, "old");
+  ASSERT_TRUE(m) << m.error().msg();
+  ASSERT_EQ(m->steps.size(), 2U);
+  EXPECT_EQ(m->steps[0].kind, StepKind::kMacvlan);
+  EXPECT_EQ(m->steps[1].kind, StepKind::kIpam);
+}
+
+}  // namespace
+}  // namespace rdmanet::plugin
