@@ -177,7 +177,8 @@ inline Status ok_status() { return {}; }
 
 // TRY_ASSIGN(lhs, expr): evaluates expr, an Expected<T>; returns its error from
 // the calling function, else moves its value into lhs, which may declare a
-// variable: TRY_ASSIGN(auto link, find_link_by_name(rtnl, name));
+// variable: TRY_ASSIGN(auto link, find_link_by_name(rtnl, name)); It declares a temporary,
+// so inside a switch its case needs braces.
 #define TRY_ASSIGN(lhs, expr) \
   RDMANET_TRY_ASSIGN_(RDMANET_TRY_CONCAT_(rdmanet_try_, __LINE__), lhs, expr)
 

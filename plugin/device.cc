@@ -20,73 +20,60 @@ std::string device_key(const DeviceSelector& selector) {
   return "unknown";
 }
 
-Expected<HostDevice> resolve_device(const DeviceSelector& selector, const netns::Sysfs& sysfs,
-                                    netns::Rtnl& rtnl) {
+namespace {
+
+// The netdev name a PCI function has, and its PF when it is a VF.
+Status resolve_pci(const DeviceSelector& selector, const netns::Sysfs& sysfs, HostDevice* dev,
+                   std::string* name) {
+  TRY_ASSIGN(*name, sysfs.pci_netdev(selector.value));
+  dev->pci = selector.value;
+  TRY_ASSIGN(auto vf, sysfs.pci_vf(selector.value));
+  if (vf) {
+    TRY_ASSIGN(dev->pf_name, sysfs.pci_netdev(vf->pf_pci).with_context("PF " + vf->pf_pci));
+    dev->vf = *vf;
+  }
+  return ok_status();
+}
+
+Expected<std::string> aux_netdev(const DeviceSelector& selector, const netns::Sysfs& sysfs) {
+  TRY_ASSIGN(auto netdevs, sysfs.aux_netdevs(selector.value));
+  if (netdevs.size() != 1) {
+    return Error(ErrorKind::kDeviceNotFound, "auxiliary device has " +
+                                                 std::to_string(netdevs.size()) +
+                                                 " netdevs in the host, need exactly 1");
+  }
+  return netdevs.front();
+}
+
+Expected<HostDevice> resolve(const DeviceSelector& selector, const netns::Sysfs& sysfs,
+                             netns::Rtnl& rtnl) {
   HostDevice dev;
-  std::string name;
+  std::string name = selector.value;
   switch (selector.kind) {
-    case DeviceSelector::Kind::kPci: {
-      auto netdev = sysfs.pci_netdev(selector.value);
-      if (!netdev) {
-        Error e = std::move(netdev).error();
-        return e.context(selector.str());
-      }
-      name = *netdev;
-      dev.pci = selector.value;
-      auto vf = sysfs.pci_vf(selector.value);
-      if (!vf) {
-        Error e = std::move(vf).error();
-        return e.context(selector.str());
-      }
-      if (vf->has_value()) {
-        auto pf = sysfs.pci_netdev((*vf)->pf_pci);
-        if (!pf) {
-          Error e = std::move(pf).error();
-          return e.context(selector.str() + ": PF " + (*vf)->pf_pci);
-        }
-        dev.vf = **vf;
-        dev.pf_name = *pf;
-      }
+    case DeviceSelector::Kind::kPci:
+      TRY(resolve_pci(selector, sysfs, &dev, &name));
       break;
-    }
     case DeviceSelector::Kind::kAuxiliary: {
-      auto netdevs = sysfs.aux_netdevs(selector.value);
-      if (!netdevs) {
-        Error e = std::move(netdevs).error();
-        return e.context(selector.str());
-      }
-      if (netdevs->size() != 1) {
-        return Error(ErrorKind::kDeviceNotFound, selector.str() + ": auxiliary device has " +
-                                                     std::to_string(netdevs->size()) +
-                                                     " netdevs in the host, need exactly 1");
-      }
-      name = netdevs->front();
+      TRY_ASSIGN(name, aux_netdev(selector, sysfs));
       break;
     }
     case DeviceSelector::Kind::kName:
-      name = selector.value;
       break;
     case DeviceSelector::Kind::kHwaddr: {
-      auto hw = netns::HwAddress::parse(selector.value);
-      if (!hw) {
-        return std::move(hw).error();
-      }
-      auto link = netns::find_link_by_hwaddr(rtnl, *hw);
-      if (!link) {
-        Error e = std::move(link).error();
-        return e.context(selector.str());
-      }
-      dev.link = std::move(*link);
+      TRY_ASSIGN(auto hw, netns::HwAddress::parse(selector.value));
+      TRY_ASSIGN(dev.link, netns::find_link_by_hwaddr(rtnl, hw));
       return dev;
     }
   }
-  auto link = netns::find_link_by_name(rtnl, name);
-  if (!link) {
-    Error e = std::move(link).error();
-    return e.context(selector.str());
-  }
-  dev.link = std::move(*link);
+  TRY_ASSIGN(dev.link, netns::find_link_by_name(rtnl, name));
   return dev;
+}
+
+}  // namespace
+
+Expected<HostDevice> resolve_device(const DeviceSelector& selector, const netns::Sysfs& sysfs,
+                                    netns::Rtnl& rtnl) {
+  return resolve(selector, sysfs, rtnl).with_context(selector.str());
 }
 
 }  // namespace rdmanet::plugin

@@ -23,9 +23,7 @@ rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
     conf.runtime.device_id = "0000:00:00.0";
     loaded = rdmanet::plugin::load_conf(conf, {});
   }
-  if (!loaded) {
-    return std::move(loaded).error();
-  }
+  TRY(std::move(loaded));
   return rdmanet::ok_status();
 }
 
