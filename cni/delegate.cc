@@ -54,7 +54,7 @@ std::vector<std::string> child_environment(Command command, const Environment& e
       out.push_back(std::move(entry));
     }
   }
-  out.push_back(std::string("CNI_COMMAND=") + command_name(command));
+  out.push_back("CNI_COMMAND=" + std::string(name_of(kCommandNames, command)));
   out.push_back("CNI_CONTAINERID=" + env.container_id);
   out.push_back("CNI_NETNS=" + env.netns);
   out.push_back("CNI_IFNAME=" + env.ifname);
@@ -73,17 +73,14 @@ struct Exit {
 // the deadline passes (then it and its process group are killed).
 Expected<Exit> run(const std::string& binary, const std::vector<std::string>& envv,
                    const std::string& input, std::chrono::milliseconds timeout) {
-  auto in = make_pipe();
-  auto out = make_pipe();
-  auto err = make_pipe();
-  if (!in || !out || !err) {
-    return !in ? in.error() : !out ? out.error() : err.error();
-  }
+  TRY_ASSIGN(Pipe in, make_pipe());
+  TRY_ASSIGN(Pipe out, make_pipe());
+  TRY_ASSIGN(Pipe err, make_pipe());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in->read.get(), 0);
-  posix_spawn_file_actions_adddup2(&actions, out->write.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err->write.get(), 2);
+  posix_spawn_file_actions_adddup2(&actions, in.read.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, out.write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
@@ -106,30 +103,30 @@ Expected<Exit> run(const std::string& binary, const std::vector<std::string>& en
   if (rc != 0) {
     return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(rc));
   }
-  in->read.reset();
-  out->write.reset();
-  err->write.reset();
+  in.read.reset();
+  out.write.reset();
+  err.write.reset();
   // A plugin that exits without reading stdin must not kill us with SIGPIPE.
   ::signal(SIGPIPE, SIG_IGN);
-  ::fcntl(in->write.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
 
   Exit result;
   size_t written = 0;
   if (input.empty()) {
-    in->write.reset();
+    in.write.reset();
   }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool timed_out = false;
-  while (out->read.get() >= 0 || err->read.get() >= 0) {
+  while (out.read.get() >= 0 || err.read.get() >= 0) {
     std::vector<pollfd> fds;
-    if (in->write.get() >= 0) {
-      fds.push_back({in->write.get(), POLLOUT, 0});
+    if (in.write.get() >= 0) {
+      fds.push_back({in.write.get(), POLLOUT, 0});
     }
-    if (out->read.get() >= 0) {
-      fds.push_back({out->read.get(), POLLIN, 0});
+    if (out.read.get() >= 0) {
+      fds.push_back({out.read.get(), POLLIN, 0});
     }
-    if (err->read.get() >= 0) {
-      fds.push_back({err->read.get(), POLLIN, 0});
+    if (err.read.get() >= 0) {
+      fds.push_back({err.read.get(), POLLIN, 0});
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -145,19 +142,19 @@ Expected<Exit> run(const std::string& binary, const std::vector<std::string>& en
       if (p.revents == 0) {
         continue;
       }
-      if (p.fd == in->write.get()) {
+      if (p.fd == in.write.get()) {
         ssize_t w = ::write(p.fd, input.data() + written, input.size() - written);
         if (w > 0) {
           written += static_cast<size_t>(w);
         }
         // Done, or the plugin closed stdin and will answer without the rest.
         if ((w < 0 && errno != EAGAIN) || written == input.size()) {
-          in->write.reset();
+          in.write.reset();
         }
         continue;
       }
-      Fd& src = p.fd == out->read.get() ? out->read : err->read;
-      std::string& dst = p.fd == out->read.get() ? result.out : result.err;
+      Fd& src = p.fd == out.read.get() ? out.read : err.read;
+      std::string& dst = p.fd == out.read.get() ? result.out : result.err;
       char buf[65536];
       ssize_t r = ::read(p.fd, buf, sizeof(buf));
       if (r > 0 && dst.size() < kMaxOutput) {
@@ -221,20 +218,14 @@ Expected<std::string> find_plugin(const std::string& type, const std::string& cn
 
 Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
                                   const std::string& stdin_text, const DelegateOptions& options) {
-  auto binary = find_plugin(type, env.path);
-  if (!binary) {
-    return std::move(binary).error();
-  }
-  auto exit = run(*binary, child_environment(command, env), stdin_text, options.timeout);
-  if (!exit) {
-    return std::move(exit).error();
-  }
-  const std::string who = std::string(command_name(command)) + " via " + type;
-  if (WIFEXITED(exit->status) && WEXITSTATUS(exit->status) == 0) {
-    return std::move(exit->out);
+  TRY_ASSIGN(std::string binary, find_plugin(type, env.path));
+  TRY_ASSIGN(Exit exit, run(binary, child_environment(command, env), stdin_text, options.timeout));
+  const std::string who = std::string(name_of(kCommandNames, command)) + " via " + type;
+  if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
+    return std::move(exit.out);
   }
   // A failing plugin prints {code, msg, details}; pass its code on.
-  auto doc = nlohmann::json::parse(exit->out, nullptr, /*allow_exceptions=*/false);
+  auto doc = nlohmann::json::parse(exit.out, nullptr, /*allow_exceptions=*/false);
   if (doc.is_object()) {
     Fields f(doc, type);
     int code = 0;
@@ -245,24 +236,21 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
       return Error::delegated(code, who + ": " + msg, details);
     }
   }
-  std::string how = WIFEXITED(exit->status)
-                        ? "exited with status " + std::to_string(WEXITSTATUS(exit->status))
-                        : "was killed by signal " + std::to_string(WTERMSIG(exit->status));
-  std::string said = tail(exit->err.empty() ? exit->out : exit->err);
+  std::string how = WIFEXITED(exit.status)
+                        ? "exited with status " + std::to_string(WEXITSTATUS(exit.status))
+                        : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
+  std::string said = tail(exit.err.empty() ? exit.out : exit.err);
   return Error(ErrorKind::kDelegate, who + " " + how + (said.empty() ? "" : ": " + said));
 }
 
 Expected<Result> delegate_add(const std::string& type, const Environment& env,
                               const std::string& stdin_text, const std::string& cni_version,
                               const DelegateOptions& options) {
-  auto out = exec_plugin(type, Command::kAdd, env, stdin_text, options);
-  if (!out) {
-    return std::move(out).error();
-  }
-  auto doc = nlohmann::json::parse(*out, nullptr, /*allow_exceptions=*/false);
+  TRY_ASSIGN(std::string out, exec_plugin(type, Command::kAdd, env, stdin_text, options));
+  auto doc = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return Error(ErrorKind::kDelegate,
-                 "ADD via " + type + ": result is not a JSON object: \"" + tail(*out, 200) + "\"");
+                 "ADD via " + type + ": result is not a JSON object: \"" + tail(out, 200) + "\"");
   }
   std::string version = cni_version;
   if (doc.contains("cniVersion") && doc["cniVersion"].is_string()) {
@@ -278,10 +266,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
 
 Status delegate_command(const std::string& type, Command command, const Environment& env,
                         const std::string& stdin_text, const DelegateOptions& options) {
-  auto out = exec_plugin(type, command, env, stdin_text, options);
-  if (!out) {
-    return std::move(out).error();
-  }
+  TRY(exec_plugin(type, command, env, stdin_text, options));
   return ok_status();
 }
 

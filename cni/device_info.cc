@@ -152,20 +152,15 @@ void merge(json& doc, const DeviceInfo& info, const std::string& path) {
 }  // namespace
 
 Status write_device_info(const std::string& path, const DeviceInfo& info) {
-  if (auto s = check_path(path); !s) {
-    return s;
-  }
+  TRY(check_path(path));
   if (info.pci_address.empty()) {
     return Error(ErrorKind::kInternal, "device-info for " + path + " without a PCI address");
   }
-  auto text = read_existing(path);
-  if (!text) {
-    return std::move(text).error();
-  }
+  TRY_ASSIGN(std::optional<std::string> text, read_existing(path));
   json doc = json::object();
   // An empty file is no document, not a broken one.
-  if (text->has_value() && (*text)->find_first_not_of(" \t\r\n") != std::string::npos) {
-    json existing = json::parse(**text, nullptr, false);
+  if (text && text->find_first_not_of(" \t\r\n") != std::string::npos) {
+    json existing = json::parse(*text, nullptr, false);
     if (std::string why = unusable(existing); why.empty()) {
       doc = std::move(existing);
     } else {
@@ -176,17 +171,13 @@ Status write_device_info(const std::string& path, const DeviceInfo& info) {
     }
   }
   merge(doc, info, path);
-  if (auto s = make_directories(parent_of(path), 0700); !s) {
-    return std::move(s).error().context("device-info file " + path);
-  }
+  TRY(make_directories(parent_of(path), 0700).with_context("device-info file " + path));
   return write_file_atomically(path, doc.dump(-1, ' ', false, json::error_handler_t::replace),
                                0444);
 }
 
 Status remove_device_info(const std::string& path) {
-  if (auto s = check_path(path); !s) {
-    return s;
-  }
+  TRY(check_path(path));
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return Error(ErrorKind::kIo, "remove device-info file " + path + ": " + std::strerror(errno));
   }

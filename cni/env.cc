@@ -30,19 +30,6 @@ const std::vector<Variable>& variables() {
   return vars;
 }
 
-std::optional<Command> parse_command(const std::string& name) {
-  static const std::pair<const char*, Command> commands[] = {
-      {"ADD", Command::kAdd},       {"DEL", Command::kDel}, {"CHECK", Command::kCheck},
-      {"STATUS", Command::kStatus}, {"GC", Command::kGc},   {"VERSION", Command::kVersion},
-  };
-  for (const auto& [text, command] : commands) {
-    if (name == text) {
-      return command;
-    }
-  }
-  return std::nullopt;
-}
-
 bool parse_bool(const std::string& text, bool* out) {
   // The spellings Go's strconv.ParseBool accepts, which is what libcni uses.
   static const char* truths[] = {"1", "t", "T", "true", "TRUE", "True"};
@@ -63,24 +50,6 @@ bool parse_bool(const std::string& text, bool* out) {
 }
 
 }  // namespace
-
-const char* command_name(Command command) {
-  switch (command) {
-    case Command::kAdd:
-      return "ADD";
-    case Command::kDel:
-      return "DEL";
-    case Command::kCheck:
-      return "CHECK";
-    case Command::kStatus:
-      return "STATUS";
-    case Command::kGc:
-      return "GC";
-    case Command::kVersion:
-      return "VERSION";
-  }
-  return "?";
-}
 
 Getenv process_getenv() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -193,7 +162,7 @@ Expected<Environment> read_environment(const Getenv& getenv) {
   if (!command_text || command_text->empty()) {
     return Error(ErrorKind::kInvalidEnvironment, "required env variable CNI_COMMAND is missing");
   }
-  auto command = parse_command(*command_text);
+  auto command = value_of(kCommandNames, *command_text);
   if (!command) {
     return Error(ErrorKind::kInvalidEnvironment, "unknown CNI_COMMAND \"" + *command_text + "\"");
   }
@@ -212,18 +181,14 @@ Expected<Environment> read_environment(const Getenv& getenv) {
   if (!missing.empty()) {
     ErrorKind kind = missing == "CNI_CONTAINERID" ? ErrorKind::kUnknownContainer
                                                   : ErrorKind::kInvalidEnvironment;
-    return Error(kind, std::string("required env variables missing for ") + command_name(*command) +
-                           ": " + missing);
+    return Error(kind, "required env variables missing for " +
+                           std::string(name_of(kCommandNames, *command)) + ": " + missing);
   }
   bool per_container =
       *command == Command::kAdd || *command == Command::kDel || *command == Command::kCheck;
   if (per_container) {
-    if (auto s = validate_container_id(env.container_id); !s) {
-      return std::move(s).error();
-    }
-    if (auto s = validate_ifname(env.ifname); !s) {
-      return std::move(s).error();
-    }
+    TRY(validate_container_id(env.container_id));
+    TRY(validate_ifname(env.ifname));
   }
   return env;
 }

@@ -7,14 +7,19 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
+#include "base/names.h"
 
 namespace rdmanet::cni {
 
 enum class Command { kAdd, kDel, kCheck, kStatus, kGc, kVersion };
-
-const char* command_name(Command command);
+// CNI_COMMAND's values.
+inline constexpr Name<Command> kCommandNames[] = {
+    {Command::kAdd, "ADD"},       {Command::kDel, "DEL"}, {Command::kCheck, "CHECK"},
+    {Command::kStatus, "STATUS"}, {Command::kGc, "GC"},   {Command::kVersion, "VERSION"},
+};
 
 // Looks up one environment variable; returns nullopt when unset.
 using Getenv = std::function<std::optional<std::string>(const std::string&)>;

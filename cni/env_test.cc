@@ -50,6 +50,15 @@ TEST(Environment, UnknownCommandIsCode4) {
   EXPECT_NE(env.error().msg().find("FROB"), std::string::npos);
 }
 
+TEST(Environment, CommandsAreTheSpecsUpperCaseNames) {
+  for (const auto& [command, name] : kCommandNames) {
+    auto env = read_environment(fake_env(full_env(std::string(name))));
+    ASSERT_TRUE(env.ok()) << name << ": " << env.error().msg();
+    EXPECT_EQ(env->command, command) << name;
+  }
+  EXPECT_FALSE(read_environment(fake_env(full_env("add"))).ok()) << "libcni matches exactly";
+}
+
 struct Requirement {
   const char* command;
   const char* variable;

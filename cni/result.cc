@@ -234,11 +234,7 @@ Expected<Result> decode_result(const json& doc, const std::string& version,
   }
 
   if (doc.contains("dns") && !doc["dns"].is_null()) {
-    auto dns = decode_dns(doc["dns"], where + ".dns");
-    if (!dns) {
-      return std::move(dns).error();
-    }
-    result.dns = std::move(*dns);
+    TRY_ASSIGN(result.dns, decode_dns(doc["dns"], where + ".dns"));
   }
   return result;
 }

@@ -33,15 +33,13 @@ Expected<std::string> read_stdin(std::istream& in) {
 
 // The version rules of the spec: CHECK needs 0.4.0, STATUS and GC need 1.1.0.
 Status check_command_version(Command command, const std::string& cni_version) {
-  auto version = parse_version(cni_version);
-  if (!version) {
-    return std::move(version).error();
-  }
+  TRY_ASSIGN(SpecVersion version, parse_version(cni_version));
   auto require = [&](SpecVersion min, const char* min_text) -> Status {
-    if (*version < min) {
-      return Error(ErrorKind::kIncompatibleVersion, std::string("config version ") + cni_version +
-                                                        " does not allow " + command_name(command) +
-                                                        " (needs " + min_text + " or later)");
+    if (version < min) {
+      return Error(ErrorKind::kIncompatibleVersion,
+                   "config version " + cni_version + " does not allow " +
+                       std::string(name_of(kCommandNames, command)) + " (needs " + min_text +
+                       " or later)");
     }
     return ok_status();
   };
@@ -58,22 +56,15 @@ Status check_command_version(Command command, const std::string& cni_version) {
 
 Expected<std::string> dispatch(const Plugin& plugin, const Call& call) {
   auto run = [&](const std::function<Status(const Call&)>& handler) -> Expected<std::string> {
-    if (!handler) {
-      return std::string();
-    }
-    auto s = handler(call);
-    if (!s) {
-      return std::move(s).error();
+    if (handler) {
+      TRY(handler(call));
     }
     return std::string();
   };
   switch (call.env.command) {
     case Command::kAdd: {
-      auto result = plugin.add(call);
-      if (!result) {
-        return std::move(result).error();
-      }
-      return encode_result_string(*result, call.conf.cni_version);
+      TRY_ASSIGN(Result result, plugin.add(call));
+      return encode_result_string(result, call.conf.cni_version);
     }
     case Command::kDel:
       return run(plugin.del);
@@ -104,28 +95,14 @@ Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::is
   }
   Call call;
   call.env = std::move(*env);
-  auto text = read_stdin(in);
-  if (!text) {
-    return std::move(text).error();
-  }
-  call.stdin_text = std::move(*text);
+  TRY_ASSIGN(call.stdin_text, read_stdin(in));
   *reply_version = peek_cni_version(call.stdin_text);
+  TRY_ASSIGN(call.conf, parse_netconf(call.stdin_text));
+  TRY(check_command_version(call.env.command, call.conf.cni_version));
+  TRY_ASSIGN(call.args, parse_cni_args(call.env.args, plugin.known_args));
 
-  auto conf = parse_netconf(call.stdin_text);
-  if (!conf) {
-    return std::move(conf).error();
-  }
-  call.conf = std::move(*conf);
-  if (auto s = check_command_version(call.env.command, call.conf.cni_version); !s) {
-    return std::move(s).error();
-  }
-  auto args = parse_cni_args(call.env.args, plugin.known_args);
-  if (!args) {
-    return std::move(args).error();
-  }
-  call.args = std::move(*args);
-
-  std::string context = std::string(command_name(call.env.command)) + " " + call.conf.name;
+  std::string context =
+      std::string(name_of(kCommandNames, call.env.command)) + " " + call.conf.name;
   if (!call.env.container_id.empty()) {
     context += " " + call.env.container_id.substr(0, 12) + "/" + call.env.ifname;
   }

@@ -58,22 +58,14 @@ Status validate_file(const Validator& v, const std::string& path) {
   if (doc.is_discarded()) {
     return Error(ErrorKind::kDecode, "not valid JSON");
   }
-  auto configs = plugin_configs(doc);
-  if (!configs) {
-    return std::move(configs).error();
-  }
+  TRY_ASSIGN(std::vector<json> configs, plugin_configs(doc));
   int checked = 0;
-  for (const auto& conf : *configs) {
+  for (const auto& conf : configs) {
     if (!selected(v, conf)) {
       continue;
     }
-    auto parsed = parse_netconf(conf.dump());
-    if (!parsed) {
-      return std::move(parsed).error();
-    }
-    if (auto s = v.check(*parsed); !s) {
-      return s;
-    }
+    TRY_ASSIGN(NetConf parsed, parse_netconf(conf.dump()));
+    TRY(v.check(parsed));
     ++checked;
   }
   if (checked == 0) {

@@ -47,7 +47,7 @@ Expected<std::vector<IpPrefix>> list_addresses(Rtnl& rtnl, const LinkInfo& link,
   ifa.ifa_family = static_cast<uint8_t>(family);
   NlRequest req(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, &ifa, sizeof ifa);
   std::vector<IpPrefix> out;
-  auto status = rtnl.query(req, "list addresses" + on_link(link), [&](const nlmsghdr* hdr) {
+  TRY(rtnl.query(req, "list addresses" + on_link(link), [&](const nlmsghdr* hdr) {
     const auto* msg = static_cast<const ifaddrmsg*>(nlmsg_data(hdr));
     if (static_cast<int>(msg->ifa_index) != link.index) {
       return;
@@ -60,10 +60,7 @@ Expected<std::vector<IpPrefix>> list_addresses(Rtnl& rtnl, const LinkInfo& link,
       return;
     }
     out.push_back({IpAddress::from_bytes(nla_data(addr), nla_len(addr)), msg->ifa_prefixlen});
-  });
-  if (!status.ok()) {
-    return std::move(status).error();
-  }
+  }));
   return out;
 }
 

@@ -275,9 +275,7 @@ Status check_dcb_config(const DcbConfig& cfg) {
 
 Expected<DcbState> RtnlDcb::read() {
   const std::string what = "read DCB settings of " + quoted(ifname_);
-  if (auto name = check_link_name(ifname_); !name) {
-    return Error(ErrorKind::kInvalidConfig, what + ": " + name.error().msg());
-  }
+  TRY(check_link_name(ifname_).with_context(what));
   DcbState state;
   NlRequest req = dcb_request(RTM_GETDCB, DCB_CMD_IEEE_GET, ifname_);
   auto status = rtnl_.query(req, what, [&](const nlmsghdr* hdr) { parse_dcb_reply(hdr, &state); });
@@ -313,52 +311,35 @@ Expected<DcbState> read_dcb(Rtnl& rtnl, const std::string& ifname) {
 
 Status apply_dcb(DcbDevice& dev, const DcbConfig& cfg) {
   const std::string what = "apply DCB settings to " + quoted(dev.name());
-  if (auto valid = check_dcb_config(cfg); !valid) {
-    return Error(ErrorKind::kInvalidConfig, what + ": " + valid.error().msg());
-  }
+  TRY(check_dcb_config(cfg).with_context(what));
   if (cfg.empty()) {
     return ok_status();
   }
-  auto have = dev.read();
-  if (!have) {
-    return std::move(have).error();
-  }
-  if (cfg.pfc_enable && !have->pfc) {
+  TRY_ASSIGN(DcbState have, dev.read());
+  if (cfg.pfc_enable && !have.pfc) {
     return Error(ErrorKind::kKernel, what + ": its driver reports no IEEE PFC to change");
   }
   bool changed = false;
-  if (cfg.pfc_enable && have->pfc->enable != *cfg.pfc_enable) {
-    PfcState pfc = *have->pfc;
+  if (cfg.pfc_enable && have.pfc->enable != *cfg.pfc_enable) {
+    PfcState pfc = *have.pfc;
     pfc.enable = *cfg.pfc_enable;
-    if (auto set = dev.set_pfc(pfc); !set) {
-      return set;
-    }
+    TRY(dev.set_pfc(pfc));
     changed = true;
   }
-  if (auto add = missing_dscp(*have, cfg); !add.empty()) {
-    if (auto added = dev.add_dscp(add); !added) {
-      return added;
-    }
+  if (auto add = missing_dscp(have, cfg); !add.empty()) {
+    TRY(dev.add_dscp(add));
     changed = true;
   }
   // Read again: a driver like mlx5 has already dropped the entries the new ones replace, and
   // removing them once more would fail (ENOENT).
   if (changed) {
-    have = dev.read();
-    if (!have) {
-      return std::move(have).error();
-    }
+    TRY_ASSIGN(have, dev.read());
   }
-  if (auto stale = stale_dscp(*have, cfg); !stale.empty()) {
-    if (auto removed = dev.remove_dscp(stale); !removed) {
-      return removed;
-    }
-    have = dev.read();
-    if (!have) {
-      return std::move(have).error();
-    }
+  if (auto stale = stale_dscp(have, cfg); !stale.empty()) {
+    TRY(dev.remove_dscp(stale));
+    TRY_ASSIGN(have, dev.read());
   }
-  auto diff = differences(*have, cfg);
+  auto diff = differences(have, cfg);
   if (!diff.empty()) {
     return Error(ErrorKind::kKernel,
                  what + ": the driver accepted them, but reading back shows: " + join(diff, "; "));

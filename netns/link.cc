@@ -103,32 +103,15 @@ Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name,
   }
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::optional<LinkInfo> found;
-  auto status = rtnl.query(req, what, [&](const nlmsghdr* hdr) {
+  TRY(rtnl.query(req, what, [&](const nlmsghdr* hdr) {
     if (auto link = decode_link(hdr)) {
       found = std::move(link);
     }
-  });
-  if (!status.ok()) {
-    return std::move(status).error();
-  }
+  }));
   if (!found) {
     return Error(ErrorKind::kDeviceNotFound, what + ": no such device");
   }
   return std::move(*found);
-}
-
-const char* mode_name(MacvlanMode mode) {
-  switch (mode) {
-    case MacvlanMode::kPrivate:
-      return "private";
-    case MacvlanMode::kVepa:
-      return "vepa";
-    case MacvlanMode::kBridge:
-      return "bridge";
-    case MacvlanMode::kPassthru:
-      return "passthru";
-  }
-  return "?";
 }
 
 uint32_t mode_value(MacvlanMode mode) {
@@ -176,9 +159,7 @@ Status check_link_name(const std::string& name) {
 }
 
 Expected<LinkInfo> find_link_by_name(Rtnl& rtnl, const std::string& name) {
-  if (auto valid = check_link_name(name); !valid.ok()) {
-    return std::move(valid).error();
-  }
+  TRY(check_link_name(name));
   return get_link(rtnl, 0, name, "find link " + quoted(name));
 }
 
@@ -191,24 +172,18 @@ Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
   NlRequest req(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &ifi, sizeof ifi);
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::vector<LinkInfo> links;
-  auto status = rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
+  TRY(rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
     if (auto link = decode_link(hdr)) {
       links.push_back(std::move(*link));
     }
-  });
-  if (!status.ok()) {
-    return std::move(status).error();
-  }
+  }));
   return links;
 }
 
 Expected<LinkInfo> find_link_by_hwaddr(Rtnl& rtnl, const HwAddress& hwaddr) {
-  auto links = list_links(rtnl);
-  if (!links.ok()) {
-    return std::move(links).error();
-  }
+  TRY_ASSIGN(std::vector<LinkInfo> links, list_links(rtnl));
   std::vector<LinkInfo> matches;
-  for (auto& link : *links) {
+  for (auto& link : links) {
     if (link.hwaddr == hwaddr) {
       matches.push_back(std::move(link));
     }
@@ -245,9 +220,7 @@ Status set_link_down(Rtnl& rtnl, const LinkInfo& link) {
 
 Status rename_link(Rtnl& rtnl, const LinkInfo& link, const std::string& new_name) {
   std::string what = "rename link " + quoted(link.name) + " to " + quoted(new_name);
-  if (auto valid = check_link_name(new_name); !valid.ok()) {
-    return std::move(valid).error().context(what);
-  }
+  TRY(check_link_name(new_name).with_context(what));
   auto req = setlink(link);
   req.put_string(IFLA_IFNAME, new_name);
   return rtnl.request(req, what);
@@ -320,9 +293,7 @@ Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
   what += " to netns " + target.path();
   auto req = setlink(link);
   if (new_name) {
-    if (auto valid = check_link_name(*new_name); !valid.ok()) {
-      return std::move(valid).error().context(what);
-    }
+    TRY(check_link_name(*new_name).with_context(what));
     // In one request the kernel takes the new name while moving, so the old name is never
     // needed in target (where a link may already own it).
     req.put_string(IFLA_IFNAME, *new_name);
@@ -332,14 +303,13 @@ Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
 }
 
 Status create_macvlan(Rtnl& rtnl, const MacvlanSpec& spec) {
-  std::string what = "create macvlan " + quoted(spec.name) + " (mode " + mode_name(spec.mode) +
-                     ") on parent index " + std::to_string(spec.parent_index);
+  std::string what = "create macvlan " + quoted(spec.name) + " (mode " +
+                     std::string(name_of(kMacvlanModeNames, spec.mode)) + ") on parent index " +
+                     std::to_string(spec.parent_index);
   if (spec.target != nullptr) {
     what += " in netns " + spec.target->path();
   }
-  if (auto valid = check_link_name(spec.name); !valid.ok()) {
-    return std::move(valid).error().context(what);
-  }
+  TRY(check_link_name(spec.name).with_context(what));
   ifinfomsg ifi = link_header(0);
   NlRequest req(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL, &ifi, sizeof ifi);
   req.put_string(IFLA_IFNAME, spec.name);

@@ -39,12 +39,12 @@ struct LinkInfo {
 // whitespace, not "." or ".."); kInvalidConfig quoting the name otherwise.
 Status check_link_name(const std::string& name);
 
-// kDeviceNotFound when absent. Also matches alternative names; the result's name is then
-// the primary one.
 // Decodes one RTM_NEWLINK message; std::nullopt when it is too short to be one. Exposed
 // for the fuzz target (tests/fuzz): replies come from the kernel, but are parsed as input.
 std::optional<LinkInfo> decode_link(const nlmsghdr* hdr);
 
+// kDeviceNotFound when absent. Also matches alternative names; the result's name is then
+// the primary one.
 Expected<LinkInfo> find_link_by_name(Rtnl& rtnl, const std::string& name);
 Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index);
 // The one link whose current address is hwaddr; kDeviceNotFound if none, kInvalidConfig

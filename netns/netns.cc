@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+
+#include "base/names.h"
 
 namespace rdmanet::netns {
 namespace {
@@ -22,23 +25,16 @@ Error invalid(const std::string& path, const std::string& why) {
   return {ErrorKind::kInvalidEnvironment, "netns " + path + ": " + why};
 }
 
-const char* ns_type_name(int type) {
-  switch (type) {
-    case CLONE_NEWNS:
-      return "mount";
-    case CLONE_NEWUTS:
-      return "uts";
-    case CLONE_NEWIPC:
-      return "ipc";
-    case CLONE_NEWUSER:
-      return "user";
-    case CLONE_NEWPID:
-      return "pid";
-    case CLONE_NEWCGROUP:
-      return "cgroup";
-    default:
-      return "non-network";
-  }
+// What NS_GET_NSTYPE may answer for a namespace that is not a network one.
+constexpr Name<int> kNsTypeNames[] = {
+    {CLONE_NEWNS, "mount"},  {CLONE_NEWUTS, "uts"}, {CLONE_NEWIPC, "ipc"},
+    {CLONE_NEWUSER, "user"}, {CLONE_NEWPID, "pid"}, {CLONE_NEWCGROUP, "cgroup"},
+};
+
+std::string ns_type_name(int type) {
+  std::string_view name = name_of(kNsTypeNames, type);
+  // Types the table leaves out (time namespaces, say) are named by what they are not.
+  return name == "?" ? "non-network" : std::string(name);
 }
 
 }  // namespace
@@ -57,8 +53,7 @@ Expected<Netns> Netns::verify(Fd fd, const std::string& path) {
     return invalid(path, std::string("ioctl NS_GET_NSTYPE: ") + std::strerror(errno));
   }
   if (type != CLONE_NEWNET) {
-    return invalid(
-        path, std::string("is a ") + ns_type_name(type) + " namespace, not a network namespace");
+    return invalid(path, "is a " + ns_type_name(type) + " namespace, not a network namespace");
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) {
@@ -76,22 +71,16 @@ Expected<std::optional<Netns>> Netns::open_if_exists(const std::string& path) {
     }
     return invalid(path, std::string("open: ") + std::strerror(errno));
   }
-  auto ns = verify(Fd(fd), path);
-  if (!ns.ok()) {
-    return std::move(ns).error();
-  }
-  return std::optional<Netns>(std::move(ns).value());
+  TRY_ASSIGN(Netns ns, verify(Fd(fd), path));
+  return std::optional<Netns>(std::move(ns));
 }
 
 Expected<Netns> Netns::open(const std::string& path) {
-  auto ns = open_if_exists(path);
-  if (!ns.ok()) {
-    return std::move(ns).error();
-  }
-  if (!ns->has_value()) {
+  TRY_ASSIGN(std::optional<Netns> ns, open_if_exists(path));
+  if (!ns) {
     return invalid(path, std::string("open: ") + std::strerror(ENOENT));
   }
-  return std::move(**ns);
+  return std::move(*ns);
 }
 
 Expected<uint64_t> Netns::cookie() const {
@@ -125,14 +114,11 @@ Expected<bool> Netns::is_current() const {
 namespace detail {
 
 Expected<NetnsSwitch> NetnsSwitch::enter(const Netns& target) {
-  auto original = Netns::current();
-  if (!original.ok()) {
-    return std::move(original).error();
-  }
+  TRY_ASSIGN(Netns original, Netns::current());
   if (setns(target.fd(), CLONE_NEWNET) != 0) {
     return sys_error("enter netns " + target.path(), errno);
   }
-  return NetnsSwitch(std::move(original).value(), target.path());
+  return NetnsSwitch(std::move(original), target.path());
 }
 
 NetnsSwitch::~NetnsSwitch() {

@@ -79,10 +79,7 @@ class NetnsSwitch {
 // Sockets opened by fn stay bound to ns after the return.
 template <class F>
 auto in_netns(const Netns& ns, F&& fn) -> decltype(fn()) {
-  auto guard = detail::NetnsSwitch::enter(ns);
-  if (!guard.ok()) {
-    return std::move(guard).error();
-  }
+  TRY_ASSIGN(auto guard, detail::NetnsSwitch::enter(ns));
   return std::forward<F>(fn)();
 }
 

@@ -98,7 +98,7 @@ Expected<std::vector<Route>> list_routes(Rtnl& rtnl, int family, uint32_t table)
   rtm.rtm_family = static_cast<uint8_t>(family);
   NlRequest req(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, &rtm, sizeof rtm);
   std::vector<Route> out;
-  auto status = rtnl.query(req, "list routes", [&](const nlmsghdr* hdr) {
+  TRY(rtnl.query(req, "list routes", [&](const nlmsghdr* hdr) {
     const auto* msg = static_cast<const rtmsg*>(nlmsg_data(hdr));
     if (msg->rtm_type != RTN_UNICAST || msg->rtm_family != family) {
       return;
@@ -135,10 +135,7 @@ Expected<std::vector<Route>> list_routes(Rtnl& rtnl, int family, uint32_t table)
       }
     }
     out.push_back(route);
-  });
-  if (!status.ok()) {
-    return std::move(status).error();
-  }
+  }));
   return out;
 }
 

@@ -15,9 +15,7 @@ Expected<std::string> conf_key(const char* family, const std::string& ifname,
                                const std::string& setting) {
   // "all" and "default" are not link names but are valid here.
   if (ifname != "all" && ifname != "default") {
-    if (auto valid = check_link_name(ifname); !valid.ok()) {
-      return std::move(valid).error();
-    }
+    TRY(check_link_name(ifname));
   }
   bool plain =
       !setting.empty() &&
@@ -48,9 +46,7 @@ Expected<std::string> ipv6_conf_key(const std::string& ifname, const std::string
 }
 
 Expected<std::string> read_sysctl(const std::string& key) {
-  if (auto valid = check_key(key); !valid.ok()) {
-    return std::move(valid).error();
-  }
+  TRY(check_key(key));
   std::string path = "/proc/sys/" + key;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
@@ -75,10 +71,7 @@ Expected<std::string> read_sysctl(const std::string& key) {
 }
 
 Expected<std::string> write_sysctl(const std::string& key, const std::string& value) {
-  auto old = read_sysctl(key);
-  if (!old.ok()) {
-    return old;
-  }
+  TRY_ASSIGN(std::string old, read_sysctl(key));
   std::string path = "/proc/sys/" + key;
   std::string what = "write sysctl " + key + " = " + value;
   Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));

@@ -60,16 +60,13 @@ Expected<std::optional<std::string>> link_basename(const fs::path& link, const s
 // RDMA devices registered on a device: <dir>/infiniband/*, else <dir>/<child>/infiniband/*.
 Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir,
                                                       const std::string& what) {
-  auto direct = list_dir(dir / "infiniband", what);
-  if (!direct.ok() || !direct->empty()) {
+  TRY_ASSIGN(std::vector<std::string> direct, list_dir(dir / "infiniband", what));
+  if (!direct.empty()) {
     return direct;
   }
-  auto children = list_dir(dir, what);
-  if (!children.ok()) {
-    return children;
-  }
+  TRY_ASSIGN(std::vector<std::string> children, list_dir(dir, what));
   std::vector<std::string> names;
-  for (const auto& child : *children) {
+  for (const auto& child : children) {
     // Only real subdirectories are child devices; symlinks (physfn, virtfnN, driver,
     // subsystem) lead to other devices.
     std::error_code ec;
@@ -77,11 +74,8 @@ Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir,
         !fs::is_directory(dir / child / "infiniband", ec)) {
       continue;
     }
-    auto found = list_dir(dir / child / "infiniband", what);
-    if (!found.ok()) {
-      return found;
-    }
-    names.insert(names.end(), found->begin(), found->end());
+    TRY_ASSIGN(std::vector<std::string> found, list_dir(dir / child / "infiniband", what));
+    names.insert(names.end(), found.begin(), found.end());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -116,81 +110,54 @@ Expected<std::string> Sysfs::pci_dir(const std::string& pci) const {
 }
 
 Expected<std::vector<std::string>> Sysfs::pci_netdevs(const std::string& pci) const {
-  auto dir = pci_dir(pci);
-  if (!dir.ok()) {
-    return std::move(dir).error();
-  }
-  return list_dir(fs::path(*dir) / "net", "PCI device " + pci);
+  TRY_ASSIGN(std::string dir, pci_dir(pci));
+  return list_dir(fs::path(dir) / "net", "PCI device " + pci);
 }
 
 Expected<std::string> Sysfs::pci_netdev(const std::string& pci) const {
-  auto names = pci_netdevs(pci);
-  if (!names.ok()) {
-    return std::move(names).error();
+  TRY_ASSIGN(std::vector<std::string> names, pci_netdevs(pci));
+  if (names.size() == 1) {
+    return names.front();
   }
-  if (names->size() == 1) {
-    return names->front();
-  }
-  if (names->size() > 1) {
+  if (names.size() > 1) {
     std::string list;
-    for (const auto& name : *names) {
+    for (const auto& name : names) {
       list += (list.empty() ? "" : ", ") + name;
     }
     return Error(ErrorKind::kInvalidConfig,
                  "PCI device " + pci + " has several netdevs (" + list + "); name one");
   }
-  auto driver = pci_driver(pci);
-  if (!driver.ok()) {
-    return std::move(driver).error();
-  }
-  std::string why = *driver ? "bound to " + **driver : "no driver bound";
+  TRY_ASSIGN(std::optional<std::string> driver, pci_driver(pci));
+  std::string why = driver ? "bound to " + *driver : "no driver bound";
   return Error(ErrorKind::kDeviceNotFound, "PCI device " + pci + " has no netdev (" + why + ")");
 }
 
 Expected<std::optional<std::string>> Sysfs::pci_driver(const std::string& pci) const {
-  auto dir = pci_dir(pci);
-  if (!dir.ok()) {
-    return std::move(dir).error();
-  }
-  return link_basename(fs::path(*dir) / "driver", "PCI device " + pci);
+  TRY_ASSIGN(std::string dir, pci_dir(pci));
+  return link_basename(fs::path(dir) / "driver", "PCI device " + pci);
 }
 
 Expected<std::optional<VfInfo>> Sysfs::pci_vf(const std::string& pci) const {
   std::string what = "PCI device " + pci;
-  auto dir = pci_dir(pci);
-  if (!dir.ok()) {
-    return std::move(dir).error();
-  }
-  auto pf = link_basename(fs::path(*dir) / "physfn", what);
-  if (!pf.ok()) {
-    return std::move(pf).error();
-  }
-  if (!*pf) {
+  TRY_ASSIGN(std::string dir, pci_dir(pci));
+  TRY_ASSIGN(std::optional<std::string> pf, link_basename(fs::path(dir) / "physfn", what));
+  if (!pf) {
     return std::optional<VfInfo>();
   }
-  const std::string& pf_pci = **pf;
+  const std::string& pf_pci = *pf;
   if (!is_pci_address(pf_pci)) {
     return Error(ErrorKind::kKernel, what + ": physfn points at " + in_quotes(pf_pci));
   }
-  auto pf_dir = pci_dir(pf_pci);
-  if (!pf_dir.ok()) {
-    return std::move(pf_dir).error().context(what + ": its PF");
-  }
-  auto entries = list_dir(*pf_dir, what);
-  if (!entries.ok()) {
-    return std::move(entries).error();
-  }
-  for (const auto& entry : *entries) {
+  TRY_ASSIGN(std::string pf_dir, pci_dir(pf_pci).with_context(what + ": its PF"));
+  TRY_ASSIGN(std::vector<std::string> entries, list_dir(pf_dir, what));
+  for (const auto& entry : entries) {
     std::string_view name = entry;
     if (name.substr(0, 6) != "virtfn" || name.size() == 6 ||
         name.find_first_not_of("0123456789", 6) != name.npos) {
       continue;
     }
-    auto vf = link_basename(fs::path(*pf_dir) / entry, what);
-    if (!vf.ok()) {
-      return std::move(vf).error();
-    }
-    if (*vf && **vf == pci) {
+    TRY_ASSIGN(std::optional<std::string> vf, link_basename(fs::path(pf_dir) / entry, what));
+    if (vf && *vf == pci) {
       return std::optional<VfInfo>(VfInfo{pf_pci, std::stoi(entry.substr(6))});
     }
   }
@@ -212,11 +179,8 @@ Expected<std::vector<std::string>> Sysfs::aux_netdevs(const std::string& id) con
 }
 
 Expected<std::vector<std::string>> Sysfs::pci_rdma_devices(const std::string& pci) const {
-  auto dir = pci_dir(pci);
-  if (!dir.ok()) {
-    return std::move(dir).error();
-  }
-  return rdma_devices_under(*dir, "PCI device " + pci);
+  TRY_ASSIGN(std::string dir, pci_dir(pci));
+  return rdma_devices_under(dir, "PCI device " + pci);
 }
 
 Expected<std::vector<std::string>> Sysfs::aux_rdma_devices(const std::string& id) const {

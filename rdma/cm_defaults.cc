@@ -17,7 +17,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* mode_text(RoceMode mode) { return mode == RoceMode::kV2 ? "RoCE v2" : "IB/RoCE v1"; }
+// default_roce_mode's own spellings; parse_roce_mode accepts them too, so a value read back
+// parses.
+constexpr Name<RoceMode> kKernelRoceModeNames[] = {{RoceMode::kV2, "RoCE v2"},
+                                                   {RoceMode::kV1, "IB/RoCE v1"}};
 
 // configfs attributes take one write of the whole value.
 Status write_attr(const fs::path& path, const std::string& value) {
@@ -64,11 +67,11 @@ Expected<fs::path> port_dir(const std::string& root, const std::string& device, 
 }  // namespace
 
 Expected<RoceMode> parse_roce_mode(const std::string& text, const std::string& field) {
-  if (text == "v2" || text == "RoCE v2") {
-    return RoceMode::kV2;
+  if (auto mode = value_of(kRoceModeNames, text)) {
+    return *mode;
   }
-  if (text == "v1" || text == "IB/RoCE v1") {
-    return RoceMode::kV1;
+  if (auto mode = value_of(kKernelRoceModeNames, text)) {
+    return *mode;
   }
   return Error(ErrorKind::kInvalidConfig,
                field + ": \"" + text + "\" is not a RoCE mode (use \"v2\" or \"v1\")");
@@ -79,45 +82,32 @@ Status set_cm_defaults(const std::string& configfs_root, const std::string& devi
   if (!values.tos && !values.mode) {
     return ok_status();
   }
-  auto dir = port_dir(configfs_root, device, port, true);
-  if (!dir) {
-    return std::move(dir).error();
-  }
+  TRY_ASSIGN(fs::path dir, port_dir(configfs_root, device, port, true));
   if (values.mode) {
-    if (auto s = write_attr(*dir / "default_roce_mode", mode_text(*values.mode)); !s) {
-      return s;
-    }
+    TRY(write_attr(dir / "default_roce_mode",
+                   std::string(name_of(kKernelRoceModeNames, *values.mode))));
   }
   if (values.tos) {
-    if (auto s = write_attr(*dir / "default_roce_tos", std::to_string(*values.tos)); !s) {
-      return s;
-    }
+    TRY(write_attr(dir / "default_roce_tos", std::to_string(*values.tos)));
   }
   return ok_status();
 }
 
 Expected<CmDefaults> read_cm_defaults(const std::string& configfs_root, const std::string& device,
                                       uint32_t port) {
-  auto dir = port_dir(configfs_root, device, port, false);
-  if (!dir) {
-    return std::move(dir).error();
-  }
+  TRY_ASSIGN(fs::path dir, port_dir(configfs_root, device, port, false));
   CmDefaults out;
   std::string tos;
   std::string mode;
-  std::ifstream(*dir / "default_roce_tos") >> tos;
-  std::getline(std::ifstream(*dir / "default_roce_mode"), mode);
+  std::ifstream(dir / "default_roce_tos") >> tos;
+  std::getline(std::ifstream(dir / "default_roce_mode"), mode);
   try {
     out.tos = std::stoi(tos);
   } catch (const std::exception&) {
     return Error(ErrorKind::kKernel,
-                 "read " + (*dir / "default_roce_tos").string() + ": unexpected \"" + tos + "\"");
+                 "read " + (dir / "default_roce_tos").string() + ": unexpected \"" + tos + "\"");
   }
-  auto parsed = parse_roce_mode(mode, (*dir / "default_roce_mode").string());
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  out.mode = *parsed;
+  TRY_ASSIGN(out.mode, parse_roce_mode(mode, (dir / "default_roce_mode").string()));
   return out;
 }
 

@@ -11,10 +11,13 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/names.h"
 
 namespace rdmanet::rdma {
 
 enum class RoceMode { kV1, kV2 };
+// The config's spellings; parse_roce_mode also takes the kernel's ("RoCE v2", "IB/RoCE v1").
+inline constexpr Name<RoceMode> kRoceModeNames[] = {{RoceMode::kV2, "v2"}, {RoceMode::kV1, "v1"}};
 
 struct CmDefaults {
   std::optional<int> tos;  // 0..255

@@ -165,20 +165,14 @@ Expected<GidReport> GidReport::from_json(const nlohmann::json& doc) {
     report.device = doc.at("device").get<std::string>();
     report.port = doc.at("port").get<uint32_t>();
     for (const auto& item : doc.at("table")) {
-      auto gid = IpAddress::parse(item.at("gid").get<std::string>());
-      if (!gid) {
-        return std::move(gid).error();
-      }
-      report.table.push_back({item.at("index").get<uint32_t>(), *gid,
+      TRY_ASSIGN(IpAddress gid, IpAddress::parse(item.at("gid").get<std::string>()));
+      report.table.push_back({item.at("index").get<uint32_t>(), gid,
                               item.at("type").get<std::string>(),
                               item.at("netdev").get<std::string>()});
     }
     for (const auto& item : doc.at("addresses")) {
-      auto addr = IpAddress::parse(item.at("address").get<std::string>());
-      if (!addr) {
-        return std::move(addr).error();
-      }
-      report.addresses.push_back({*addr, item.at("index").get<int>()});
+      TRY_ASSIGN(IpAddress addr, IpAddress::parse(item.at("address").get<std::string>()));
+      report.addresses.push_back({addr, item.at("index").get<int>()});
     }
     return report;
   } catch (const nlohmann::json::exception& e) {
@@ -211,11 +205,7 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
     report.device = device;
     report.port = port;
     for (;;) {
-      auto table = read_gids(sysfs_root, device, port);
-      if (!table) {
-        return std::move(table).error();
-      }
-      report.table = std::move(*table);
+      TRY_ASSIGN(report.table, read_gids(sysfs_root, device, port));
       match_addresses(&report, addresses);
       if (report.complete() || std::chrono::steady_clock::now() >= deadline) {
         return report.to_json().dump();
@@ -223,18 +213,13 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   };
-  auto text = netns::in_netns_sysfs(ns, reader, timeout + std::chrono::seconds(10));
-  if (!text) {
-    return std::move(text).error();
-  }
-  auto report = GidReport::from_json(nlohmann::json::parse(*text, nullptr, false));
-  if (!report) {
-    return report;
-  }
-  if (!report->complete()) {
+  TRY_ASSIGN(std::string text,
+             netns::in_netns_sysfs(ns, reader, timeout + std::chrono::seconds(10)));
+  TRY_ASSIGN(GidReport report, GidReport::from_json(nlohmann::json::parse(text, nullptr, false)));
+  if (!report.complete()) {
     return Error(
         ErrorKind::kGidTimeout,
-        "no RoCE v2 GID within " + std::to_string(timeout.count()) + " ms: " + report->summary());
+        "no RoCE v2 GID within " + std::to_string(timeout.count()) + " ms: " + report.summary());
   }
   return report;
 }

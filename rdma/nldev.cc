@@ -95,7 +95,8 @@ std::optional<Device> decode_device(const nlmsghdr* hdr) {
 }
 
 const char* netns_mode_name(NetnsMode mode) {
-  return mode == NetnsMode::kShared ? "shared" : "exclusive";
+  // The table's names are string literals, so the view's data() ends in a NUL.
+  return name_of(kNetnsModeNames, mode).data();
 }
 
 bool is_safe_device_name(const std::string& name) {
@@ -106,29 +107,23 @@ bool no_rdma_subsystem(const Error& error) { return error.sys_errno() == EPROTON
 
 Expected<Nldev> Nldev::open() {
   auto sock = netns::Rtnl::open_protocol(NETLINK_RDMA, "RDMA netlink");
-  if (!sock) {
-    Error e = std::move(sock).error();
-    if (no_rdma_subsystem(e)) {
-      return e.context("no RDMA subsystem in this kernel (is ib_core loaded?)");
-    }
-    return e;
+  if (!sock && no_rdma_subsystem(sock.error())) {
+    return std::move(sock).error().context("no RDMA subsystem in this kernel (is ib_core loaded?)");
   }
-  return Nldev(std::move(*sock));
+  TRY_ASSIGN(netns::Rtnl rtnl, std::move(sock));
+  return Nldev(std::move(rtnl));
 }
 
 Expected<NetnsMode> Nldev::netns_mode() {
   std::optional<NetnsMode> mode;
-  auto s = sock_.query(
+  TRY(sock_.query(
       nldev_request(RDMA_NLDEV_CMD_SYS_GET), "read RDMA netns mode", [&](const nlmsghdr* hdr) {
         Attrs tb{};
         if (parse(hdr, tb) && tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] != nullptr) {
           mode = nla_get_u8(tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE]) != 0 ? NetnsMode::kShared
                                                                      : NetnsMode::kExclusive;
         }
-      });
-  if (!s) {
-    return std::move(s).error();
-  }
+      }));
   if (!mode) {
     // Kernels before 5.2 have no netns support at all: every device is shared.
     return NetnsMode::kShared;
@@ -158,16 +153,13 @@ Status Nldev::set_netns_mode(NetnsMode mode) {
 
 Expected<std::vector<Device>> Nldev::devices() {
   std::vector<Device> out;
-  auto s = sock_.query(nldev_request(RDMA_NLDEV_CMD_GET, NLM_F_DUMP), "list RDMA devices",
-                       [&](const nlmsghdr* hdr) {
-                         Attrs tb{};
-                         if (parse(hdr, tb) && tb[RDMA_NLDEV_ATTR_DEV_INDEX] != nullptr) {
-                           out.push_back(parse_device(tb));
-                         }
-                       });
-  if (!s) {
-    return std::move(s).error();
-  }
+  TRY(sock_.query(nldev_request(RDMA_NLDEV_CMD_GET, NLM_F_DUMP), "list RDMA devices",
+                  [&](const nlmsghdr* hdr) {
+                    Attrs tb{};
+                    if (parse(hdr, tb) && tb[RDMA_NLDEV_ATTR_DEV_INDEX] != nullptr) {
+                      out.push_back(parse_device(tb));
+                    }
+                  }));
   return out;
 }
 
@@ -192,11 +184,8 @@ Expected<Device> Nldev::device(uint32_t index) {
 }
 
 Expected<Device> Nldev::device(const std::string& name) {
-  auto all = devices();
-  if (!all) {
-    return std::move(all).error();
-  }
-  for (auto& dev : *all) {
+  TRY_ASSIGN(std::vector<Device> all, devices());
+  for (auto& dev : all) {
     if (dev.name == name) {
       return dev;
     }
@@ -232,12 +221,9 @@ Expected<std::vector<Port>> Nldev::ports(const Device& dev) {
 }
 
 Expected<std::vector<Device>> Nldev::devices_of_netdev(int ifindex) {
-  auto all = devices();
-  if (!all) {
-    return std::move(all).error();
-  }
+  TRY_ASSIGN(std::vector<Device> all, devices());
   std::vector<Device> out;
-  for (const auto& dev : *all) {
+  for (const auto& dev : all) {
     auto ports = this->ports(dev);
     if (!ports) {
       if (ports.error().kind() == ErrorKind::kDeviceNotFound) {

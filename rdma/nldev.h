@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/names.h"
 #include "netns/netns.h"
 #include "netns/rtnl.h"
 
@@ -24,6 +25,10 @@ namespace rdmanet::rdma {
 // RDMA_NLDEV_SYS_ATTR_NETNS_MODE: 1 = shared (every netns sees every device), 0 = exclusive
 // (a device lives in one netns and can be moved).
 enum class NetnsMode { kShared, kExclusive };
+// As `rdma system` names them.
+inline constexpr Name<NetnsMode> kNetnsModeNames[] = {{NetnsMode::kShared, "shared"},
+                                                      {NetnsMode::kExclusive, "exclusive"}};
+// name_of(kNetnsModeNames, mode) as a C string.
 const char* netns_mode_name(NetnsMode mode);
 
 struct Device {
