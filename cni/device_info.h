@@ -31,11 +31,11 @@ struct DeviceInfo {
 // For ADD: writes `info` as a type "pci" document to `path`, merged into the
 // file already there: keys rdmanet does not set are kept, ours are set, the
 // version becomes "1.1.0" unless the file declares a newer 1.x. A file that
-// is not a device-info object of type "pci" is replaced, with a warning:
-// Multus ignores an unreadable file, so failing ADD over it would cost the
-// pod its network for the sake of a status annotation. Missing directories
-// are created 0700; the file (0444) is replaced atomically. A relative path
-// is kInvalidConfig, a missing pci_address kInternal, anything else kIo.
+// is there but is not a device-info object of type "pci" is never replaced
+// (kIo naming it): the path comes from the runtime. Missing directories are
+// created 0700; the file (0444) is replaced atomically. A relative path is
+// kInvalidConfig, a missing pci_address kInternal, anything else kIo. (The
+// plugin logs a failure and goes on: Multus reads the file best effort.)
 Status write_device_info(const std::string& path, const DeviceInfo& info);
 
 // For DEL: removes the file; a file that is not there is success. A relative

@@ -23,21 +23,23 @@ rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
     conf.runtime.device_id = "0000:00:00.0";
     loaded = rdmanet::plugin::load_conf(conf, {});
   }
-  TRY(std::move(loaded));
-  return rdmanet::ok_status();
+  return loaded ? rdmanet::ok_status() : rdmanet::Status(std::move(loaded).error());
 }
 
 int rdma_netns_mode(int argc, char** argv) {
   using rdmanet::rdma::NetnsMode;
-  if (argc > 3 ||
-      (argc == 3 && std::string(argv[2]) != "shared" && std::string(argv[2]) != "exclusive")) {
+  using rdmanet::rdma::kNetnsModeNames;
+  std::optional<NetnsMode> want;
+  if (argc == 3) {
+    want = rdmanet::value_of(kNetnsModeNames, argv[2]);
+  }
+  if (argc > 3 || (argc == 3 && !want)) {
     std::cerr << "usage: rdmanet rdma-netns-mode [shared|exclusive]\n";
     return 2;
   }
   auto nl = rdmanet::rdma::Nldev::open();
-  if (nl && argc == 3) {
-    NetnsMode want = std::string(argv[2]) == "shared" ? NetnsMode::kShared : NetnsMode::kExclusive;
-    if (auto s = nl->set_netns_mode(want); !s) {
+  if (nl && want) {
+    if (auto s = nl->set_netns_mode(*want); !s) {
       std::cerr << "rdmanet: " << s.error().msg() << "\n";
       return 1;
     }
