@@ -73,8 +73,10 @@ class Attachment {
   HostDevice& device() { return *device_; }
   void set_device(HostDevice device) { device_ = std::move(device); }
   RdmaPlan& rdma() { return rdma_; }
-  // A dead pod's attachment of this device was just undone (claim_device).
-  bool reclaimed = false;
+  // A dead pod's attachment of this device was just undone (claim_device): its RDMA device
+  // may still be on its way back from the dead netns.
+  bool reclaimed() const { return reclaimed_; }
+  void set_reclaimed() { reclaimed_ = true; }
 
  private:
   Attachment(StateStore store, AttachmentRecord record, netns::Netns host,
@@ -96,6 +98,7 @@ class Attachment {
   const cni::Call* call_ = nullptr;
   std::optional<HostDevice> device_;
   RdmaPlan rdma_;
+  bool reclaimed_ = false;
 };
 
 // The attachment's pod netns, if its path still names the namespace ADD used: a path that

@@ -50,7 +50,7 @@ Status claim_device(Attachment& a) {
   }
   spdlog::warn("reclaiming device {} from {}: its netns {} is gone", key, holder->str(),
                other->netns);
-  a.reclaimed = true;
+  a.set_reclaimed();
   TRY_ASSIGN(auto dead, Attachment::for_undo(a.store().root(), std::move(*other), a.env(),
                                              a.ipam_timeout_seconds()));
   return dead.undo();

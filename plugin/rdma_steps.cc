@@ -75,7 +75,7 @@ Expected<std::optional<rdma::Device>> find_rdma_device(const PluginConf& conf,
 Expected<std::optional<rdma::Device>> wait_for_rdma_device(Attachment& a, Nldev& host,
                                                            bool exclusive) {
   TRY_ASSIGN(auto device, find_rdma_device(a.conf(), a.device(), host));
-  for (int i = 0; i < 20 && !device && exclusive && a.reclaimed; ++i) {
+  for (int i = 0; i < 20 && !device && exclusive && a.reclaimed(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     TRY_ASSIGN(device, find_rdma_device(a.conf(), a.device(), host));
   }
