@@ -66,8 +66,6 @@ std::string owner_of(const std::string& value, std::string* claimed_at = nullptr
   return doc["node"].get<std::string>();
 }
 
-EtcdClient client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.timeout}; }
-
 // True when some address of `block` is in the range (between its start and end).
 bool intersects(const Prefix& block, const Range& r) {
   return r.subnet.addr.v6 == block.addr.v6 && block.last() >= r.start && block.network() <= r.end;
@@ -210,14 +208,14 @@ std::string block_key(const ClusterConfig& c, const std::string& network, const 
   return blocks_prefix(c, network) + name;
 }
 
-ClusterBlocks::ClusterBlocks(IpamConfig config, std::string network, std::string node,
+ClusterBlocks::ClusterBlocks(IpamConfig config, std::string network, std::string node, KvStore& kv,
                              bool damage_tolerant, std::function<int64_t()> now)
     : damage_tolerant_(damage_tolerant),
       config_(std::move(config)),
       network_(std::move(network)),
       node_(std::move(node)),
       now_(now ? std::move(now) : [] { return static_cast<int64_t>(std::time(nullptr)); }),
-      etcd_(client_for(*config_.cluster)) {}
+      kv_(kv) {}
 
 Expected<NodeBlocks> ClusterBlocks::load(Store& store) const {
   std::string path = store.dir() + "/" + kBlocksFile;
@@ -317,7 +315,7 @@ json ClusterBlocks::claim_value() const { return {{"node", node_}, {"claimedAt",
 Expected<std::optional<HeldBlock>> ClusterBlocks::written_by_retry(const Prefix& b,
                                                                    int64_t not_revision) {
   std::string key = block_key(cluster(), network_, b);
-  auto now = etcd_.range(key, "");
+  auto now = kv_.range(key, "");
   if (!now) {
     return Error(now.error().kind(), "cannot read block " + b.str() + ": " + now.error().msg());
   }
@@ -332,8 +330,8 @@ Expected<std::optional<HeldBlock>> ClusterBlocks::written_by_retry(const Prefix&
 
 Expected<std::optional<HeldBlock>> ClusterBlocks::adopt(const EtcdBlock& e) {
   std::string key = block_key(cluster(), network_, e.block);
-  auto r = etcd_.txn({Compare{Compare::Target::kModRevision, key, e.mod_revision}},
-                     {Op{key, claim_value().dump()}});
+  auto r = kv_.txn({Compare{Compare::Target::kModRevision, key, e.mod_revision}},
+                   {Op{key, claim_value().dump()}});
   if (!r) {
     return Error(r.error().kind(), "cannot adopt block " + e.block.str() + ": " + r.error().msg());
   }
@@ -361,12 +359,12 @@ Expected<int64_t> ClusterBlocks::pinned_sizes(const std::vector<KeyValue>& kvs) 
   } else {
     // The network's first claim: these sizes become the network's, unless another
     // node's first claim was quicker.
-    auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0}}, {Op{key, mine.dump()}});
+    auto r = kv_.txn({Compare{Compare::Target::kCreateRevision, key, 0}}, {Op{key, mine.dump()}});
     if (!r) {
       return Error(r.error().kind(),
                    "cannot record the block sizes of network " + network_ + ": " + r.error().msg());
     }
-    auto now = etcd_.range(key, "");
+    auto now = kv_.range(key, "");
     if (!now) {
       return Error(now.error().kind(),
                    "cannot read the block sizes of network " + network_ + ": " + now.error().msg());
@@ -393,9 +391,9 @@ Expected<int64_t> ClusterBlocks::pinned_sizes(const std::vector<KeyValue>& kvs) 
 Expected<std::optional<HeldBlock>> ClusterBlocks::claim(const Prefix& b, int64_t sizes_revision) {
   std::string key = block_key(cluster(), network_, b);
   std::string sizes = block_sizes_key(cluster(), network_);
-  auto r = etcd_.txn({Compare{Compare::Target::kCreateRevision, key, 0},
-                      Compare{Compare::Target::kModRevision, sizes, sizes_revision}},
-                     {Op{key, claim_value().dump()}});
+  auto r = kv_.txn({Compare{Compare::Target::kCreateRevision, key, 0},
+                    Compare{Compare::Target::kModRevision, sizes, sizes_revision}},
+                   {Op{key, claim_value().dump()}});
   if (!r) {
     return Error(r.error().kind(), "cannot claim block " + b.str() + ": " + r.error().msg());
   }
@@ -417,7 +415,7 @@ Status ClusterBlocks::grow(Store& store, size_t set) {
   }
   // The network's keys: its blocks, and the block sizes every node must use.
   std::string prefix = network_prefix(cluster(), network_);
-  auto kvs = etcd_.range(prefix, EtcdClient::prefix_end(prefix));
+  auto kvs = kv_.range(prefix, prefix_end(prefix));
   if (!kvs) {
     return Error(kvs.error().kind(), "cannot claim an address block for " +
                                          config_.range_sets[set].where + ": " + kvs.error().msg());
@@ -560,7 +558,7 @@ std::vector<bool> ClusterBlocks::occupied(Store& store, const std::vector<Prefix
 bool ClusterBlocks::release_in_etcd(const HeldBlock& h) {
   std::string key = block_key(cluster(), network_, h.block);
   auto r =
-      etcd_.txn({Compare{Compare::Target::kModRevision, key, h.revision}}, {Op{key, std::nullopt}});
+      kv_.txn({Compare{Compare::Target::kModRevision, key, h.revision}}, {Op{key, std::nullopt}});
   if (!r) {
     // The delete may still commit: the block stays out of the node's list, and is
     // retried by GC or taken back (rewritten) by the next claim.
@@ -654,10 +652,9 @@ void ClusterBlocks::released(Store& store, const std::vector<IpAddr>& ips, bool 
 }
 
 Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
-                                                    const std::string& network) {
-  auto etcd = client_for(*config.cluster);
+                                                    const std::string& network, KvStore& etcd) {
   std::string prefix = blocks_prefix(*config.cluster, network);
-  auto kvs = etcd.range(prefix, EtcdClient::prefix_end(prefix));
+  auto kvs = etcd.range(prefix, prefix_end(prefix));
   if (!kvs) {
     return std::move(kvs).error();
   }
@@ -680,13 +677,12 @@ Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
 
 Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
                                                   const std::string& network,
-                                                  const std::string& node,
+                                                  const std::string& node, KvStore& etcd,
                                                   const std::function<void(const Prefix&)>& each) {
-  auto owners = list_block_owners(config, network);
+  auto owners = list_block_owners(config, network, etcd);
   if (!owners) {
     return std::move(owners).error();
   }
-  auto etcd = client_for(*config.cluster);
   std::vector<Prefix> out;
   for (const auto& o : *owners) {
     if (o.node != node) {

@@ -29,7 +29,7 @@
 
 #include "ipam/allocator.h"
 #include "ipam/config.h"
-#include "ipam/etcd.h"
+#include "ipam/kv_store.h"
 #include "ipam/store.h"
 
 namespace rdmanet::ipam {
@@ -69,9 +69,10 @@ std::string blocks_prefix(const ClusterConfig& c, const std::string& network);
 
 class ClusterBlocks final : public BlockSource {
  public:
-  // `config.cluster` must be set. `damage_tolerant` (DEL, CHECK, GC): a damaged
-  // blocks.json means leases only (the config's whole ranges), never a failed call.
-  ClusterBlocks(IpamConfig config, std::string network, std::string node,
+  // `config.cluster` must be set; `kv` (etcd) must outlive this object.
+  // `damage_tolerant` (DEL, CHECK, GC): a damaged blocks.json means leases only
+  // (the config's whole ranges), never a failed call. `now`: unix seconds (tests).
+  ClusterBlocks(IpamConfig config, std::string network, std::string node, KvStore& kv,
                 bool damage_tolerant = false, std::function<int64_t()> now = {});
 
   Expected<std::vector<RangeSet>> held(Store& store) override;
@@ -112,7 +113,7 @@ class ClusterBlocks final : public BlockSource {
   std::string network_;
   std::string node_;
   std::function<int64_t()> now_;
-  EtcdClient etcd_;
+  KvStore& kv_;
 };
 
 // Operator views and actions (rdmanet-ipam cluster ...).
@@ -123,12 +124,12 @@ struct BlockOwner {
   int64_t mod_revision = 0;
 };
 Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
-                                                    const std::string& network);
+                                                    const std::string& network, KvStore& etcd);
 // Deletes every block `node` holds in etcd (each only if unchanged since it was
 // read); returns the blocks deleted. For a node that is gone: see the README.
 // `each` is called for every block as it is deleted.
 Expected<std::vector<Prefix>> reclaim_node_blocks(
-    const IpamConfig& config, const std::string& network, const std::string& node,
+    const IpamConfig& config, const std::string& network, const std::string& node, KvStore& etcd,
     const std::function<void(const Prefix&)>& each = {});
 
 }  // namespace rdmanet::ipam

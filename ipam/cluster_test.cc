@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "ipam/fake_etcd.h"
 #include "ipam/test_util.h"
 
 namespace rdmanet::ipam {
@@ -116,12 +117,13 @@ class HeldBlocks : public ::testing::Test {
     return *c;
   }
   testing::TempDir dir_;
+  FakeEtcd etcd_;
 };
 
 TEST_F(HeldBlocks, TheNodesRangesAreItsBlocksClippedToTheConfig) {
   write(R"({"node": "n1", "blocks": [{"block": "10.1.0.16/28", "revision": 9},
                                      {"block": "10.1.0.0/28", "revision": 8}]})");
-  ClusterBlocks blocks(config(), "rail0", "n1");
+  ClusterBlocks blocks(config(), "rail0", "n1", etcd_);
   auto store = Store::open(dir_.path());
   ASSERT_TRUE(store) << store.error().msg();
   auto sets = blocks.held(*store);
@@ -135,7 +137,7 @@ TEST_F(HeldBlocks, TheNodesRangesAreItsBlocksClippedToTheConfig) {
 }
 
 TEST_F(HeldBlocks, NoFileIsNoBlockAndAnotherNodesFileIsRefused) {
-  ClusterBlocks blocks(config(), "rail0", "n1");
+  ClusterBlocks blocks(config(), "rail0", "n1", etcd_);
   {
     auto store = Store::open(dir_.path());
     ASSERT_TRUE(store);

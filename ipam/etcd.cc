@@ -152,19 +152,6 @@ Expected<TxnResult> EtcdClient::txn(const std::vector<Compare>& compare,
   return decode_txn_response(body);
 }
 
-std::string EtcdClient::prefix_end(const std::string& prefix) {
-  std::string end = prefix;
-  while (!end.empty()) {
-    auto& last = end.back();
-    if (static_cast<unsigned char>(last) < 0xff) {
-      ++last;
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');  // every key
-}
-
 namespace {
 
 Expected<int64_t> header_revision(const json& doc) {

@@ -17,53 +17,24 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "ipam/http_client.h"
+#include "ipam/kv_store.h"
 
 namespace rdmanet::ipam {
 
-struct KeyValue {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-};
-
-// One comparison of a transaction; etcd's Compare with result EQUAL.
-struct Compare {
-  enum class Target { kCreateRevision, kModRevision };
-  Target target = Target::kCreateRevision;
-  std::string key;
-  int64_t revision = 0;
-};
-
-// One operation of a transaction: a put (value set) or a delete.
-struct Op {
-  std::string key;
-  std::optional<std::string> put_value;  // nullopt: delete the key
-};
-
-struct TxnResult {
-  bool succeeded = false;
-  int64_t revision = 0;  // the store revision after the txn (a put's mod_revision)
-};
-
-class EtcdClient {
+class EtcdClient final : public KvStore {
  public:
   EtcdClient(std::vector<Endpoint> endpoints, TlsFiles tls, std::chrono::milliseconds timeout);
 
-  // Every key in [key, range_end); range_end empty: the key alone.
-  Expected<std::vector<KeyValue>> range(const std::string& key, const std::string& range_end);
-  // If every comparison holds, applies `success`, else nothing.
-  Expected<TxnResult> txn(const std::vector<Compare>& compare, const std::vector<Op>& success);
-
-  // The range_end that selects every key starting with `prefix`.
-  static std::string prefix_end(const std::string& prefix);
+  Expected<std::vector<KeyValue>> range(const std::string& key,
+                                        const std::string& range_end) override;
+  Expected<TxnResult> txn(const std::vector<Compare>& compare,
+                          const std::vector<Op>& success) override;
 
  private:
   // POSTs `body` to `path` on the members in turn until one answers 200; its body.

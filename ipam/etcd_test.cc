@@ -57,11 +57,6 @@ TEST(EtcdAnswers, RejectsMalformedAnswers) {
   EXPECT_FALSE(decode_txn_response(R"({"header":{"revision":"1"},"succeeded":"yes"})"));
 }
 
-TEST(EtcdClient, PrefixEndSelectsThePrefix) {
-  EXPECT_EQ(EtcdClient::prefix_end("/a/b/"), "/a/b0");
-  EXPECT_EQ(EtcdClient::prefix_end(std::string("a\xff", 2)), "b");
-}
-
 TEST(EtcdClient, NoMemberListeningIsTryAgainLaterNamingEachEndpoint) {
   // Port 9 (discard) on loopback: nothing listens there in the test netns.
   std::vector<Endpoint> eps{*parse_endpoint("http://127.0.0.1:9"),

@@ -16,13 +16,17 @@
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
 #include "ipam/config.h"
+#include "ipam/etcd.h"
 
 namespace rdmanet::ipam {
 namespace {
 
+EtcdClient etcd_client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.timeout}; }
+
 // The allocator of the call's network; in cluster mode with the node's blocks
-// (which must outlive it, hence one object).
+// and their etcd client (which must outlive it, hence one object).
 struct Network {
+  std::unique_ptr<EtcdClient> etcd;
   std::unique_ptr<ClusterBlocks> blocks;
   std::unique_ptr<Allocator> allocator;
   Allocator* operator->() const { return allocator.get(); }
@@ -42,7 +46,9 @@ Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
   if (config->cluster) {
     auto node = read_node_name(config->cluster->node_name_file);
     if (node) {
-      net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node, !adding);
+      net.etcd = std::make_unique<EtcdClient>(etcd_client_for(*config->cluster));
+      net.blocks =
+          std::make_unique<ClusterBlocks>(*config, call.conf.name, *node, *net.etcd, !adding);
     } else if (adding) {
       return std::move(node).error();
     } else {
@@ -191,8 +197,9 @@ int cluster_main(const std::vector<std::string>& args) {
               << "\n";
     return 1;
   }
+  EtcdClient etcd = etcd_client_for(*config->cluster);
   if (args[0] == "blocks") {
-    auto owners = list_block_owners(*config, network);
+    auto owners = list_block_owners(*config, network, etcd);
     if (!owners) {
       std::cerr << owners.error().msg() << "\n";
       return 1;
@@ -204,7 +211,7 @@ int cluster_main(const std::vector<std::string>& args) {
     return 0;
   }
   // Each block is printed as it goes, so a failure half way says what is done.
-  auto gone = reclaim_node_blocks(*config, network, args[2], [&](const Prefix& b) {
+  auto gone = reclaim_node_blocks(*config, network, args[2], etcd, [&](const Prefix& b) {
     std::cout << "reclaimed " << b.str() << " from " << args[2] << std::endl;
   });
   if (!gone) {
