@@ -15,8 +15,10 @@
 #include "cni/validate.h"
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
+#include "ipam/cluster_admin.h"
 #include "ipam/config.h"
 #include "ipam/etcd.h"
+#include "ipam/node_name.h"
 
 namespace rdmanet::ipam {
 namespace {
