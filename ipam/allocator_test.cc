@@ -158,7 +158,7 @@ TEST_F(AllocatorTest, DelCheckAndGc) {
   EXPECT_TRUE(a.check({"c3", "eth0"}));
   EXPECT_EQ(lease_files(), 1U);
   // A lease the record does not know about is not a valid attachment either.
-  std::filesystem::remove(dir() + "/attachments/" + Store::record_name({"c3", "eth0"}));
+  std::filesystem::remove(dir() + "/attachments/" + record_name({"c3", "eth0"}));
   EXPECT_FALSE(a.check({"c3", "eth0"}));
   ASSERT_TRUE(a.gc({}));
   EXPECT_EQ(lease_files(), 0U);
