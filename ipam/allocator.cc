@@ -360,7 +360,9 @@ Status Allocator::check(const Owner& who) {
   return ok_status();
 }
 
-Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
+Expected<std::vector<IpAddr>> Allocator::release_leases(
+    Store& store, const ReleaseReason& why,
+    const std::function<bool(const Record& record, bool holds)>& drop) {
   TRY_ASSIGN(auto records, store.list_records());
   TRY_ASSIGN(auto leases, store.list_leases());
   std::unordered_map<std::string, const Record*> by_name;
@@ -369,38 +371,54 @@ Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
   }
   std::unordered_set<std::string> holding;  // records that keep a lease
   std::vector<Lease> kept;
-  size_t reclaimed = 0;
+  std::vector<IpAddr> released;
   for (const auto& lease : leases) {
     std::string name = record_name(lease.owner);
-    const char* why = nullptr;
-    if (std::find(keep.begin(), keep.end(), lease.ip) != keep.end()) {
-      why = nullptr;
-    } else if (!lease.readable) {
-      why = "unreadable";
-    } else if (auto it = by_name.find(name); it == by_name.end() || !lists(*it->second, lease.ip)) {
-      why = "orphan (not listed by its attachment)";
-    } else if (!lease.netns.empty() && !netns_exists_(lease.netns)) {
-      why = "stale (netns gone)";
-    }
-    if (why == nullptr) {
+    auto it = by_name.find(name);
+    const Record* listed =
+        it != by_name.end() && lists(*it->second, lease.ip) ? it->second : nullptr;
+    const char* reason = why(lease, listed);
+    if (reason == nullptr) {
       holding.insert(name);
       kept.push_back(lease);
       continue;
     }
-    spdlog::info("reclaiming {} of {}: {}", lease.ip.str(), lease.owner.str(), why);
+    spdlog::info("releasing {} of {}: {}", lease.ip.str(), lease.owner.str(), reason);
     TRY(store.release(lease.ip));
-    ++reclaimed;
+    released.push_back(lease.ip);
   }
-  // Records left without a lease (stale attachments, DEL residue) go too.
   for (const auto& r : records) {
-    if (holding.count(record_name(r.owner)) == 0) {
+    if (drop(r, holding.count(record_name(r.owner)) > 0)) {
       TRY(store.remove_record(r.owner));
     }
   }
   TRY(store.remove_temporaries());
   TRY(store.sync());
-  spdlog::info("sweep of {}: {} of {} leases reclaimed", dir_, reclaimed, leases.size());
-  return index_.rebuild(store, kept);
+  spdlog::info("{}: {} of {} leases released", dir_, released.size(), leases.size());
+  TRY(index_.rebuild(store, kept));
+  return released;
+}
+
+Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
+  auto reclaim = [&](const Lease& lease, const Record* listed) -> const char* {
+    if (std::find(keep.begin(), keep.end(), lease.ip) != keep.end()) {
+      return nullptr;
+    }
+    if (!lease.readable) {
+      return "unreadable";
+    }
+    if (listed == nullptr) {
+      return "orphan (not listed by its attachment)";
+    }
+    if (!lease.netns.empty() && !netns_exists_(lease.netns)) {
+      return "stale (netns gone)";
+    }
+    return nullptr;
+  };
+  // Records left without a lease (stale attachments, DEL residue) go too.
+  auto leaseless = [](const Record&, bool holds) { return !holds; };
+  TRY(release_leases(store, reclaim, leaseless));
+  return ok_status();
 }
 
 Status Allocator::gc(const std::vector<Owner>& valid) {
@@ -408,35 +426,19 @@ Status Allocator::gc(const std::vector<Owner>& valid) {
   auto is_valid = [&](const Owner& o) {
     return std::find(valid.begin(), valid.end(), o) != valid.end();
   };
-  TRY_ASSIGN(auto records, store.list_records());
-  TRY_ASSIGN(auto leases, store.list_leases());
-  std::unordered_map<std::string, const Record*> by_name;
-  for (const auto& r : records) {
-    by_name[record_name(r.owner)] = &r;
-  }
-  std::vector<Lease> kept;
-  std::vector<IpAddr> released;
-  for (const auto& lease : leases) {
-    // Kept: a lease of a valid attachment that its record lists (a valid
-    // attachment's orphans from a killed ADD go as well).
-    auto it = by_name.find(record_name(lease.owner));
-    if (lease.readable && is_valid(lease.owner) && it != by_name.end() &&
-        lists(*it->second, lease.ip)) {
-      kept.push_back(lease);
-      continue;
+  // Kept: a lease of a valid attachment that its record lists (a valid
+  // attachment's orphans from a killed ADD go as well).
+  auto collect = [&](const Lease& lease, const Record* listed) -> const char* {
+    if (!lease.readable) {
+      return "unreadable";
     }
-    spdlog::info("GC releases {} of {}", lease.ip.str(), lease.owner.str());
-    TRY(store.release(lease.ip));
-    released.push_back(lease.ip);
-  }
-  for (const auto& r : records) {
-    if (!is_valid(r.owner)) {
-      TRY(store.remove_record(r.owner));
+    if (!is_valid(lease.owner)) {
+      return "not a valid attachment (GC)";
     }
-  }
-  TRY(store.remove_temporaries());
-  TRY(store.sync());
-  TRY(index_.rebuild(store, kept));
+    return listed == nullptr ? "orphan (not listed by its attachment)" : nullptr;
+  };
+  auto invalid = [&](const Record& r, bool) { return !is_valid(r.owner); };
+  TRY_ASSIGN(auto released, release_leases(store, collect, invalid));
   if (blocks_) {
     blocks_->released(store, released, true);
   }
