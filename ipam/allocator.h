@@ -23,6 +23,7 @@
 #include "cni/config.h"
 #include "cni/result.h"
 #include "ipam/config.h"
+#include "ipam/index.h"
 #include "ipam/pool.h"
 #include "ipam/store.h"
 
@@ -82,10 +83,17 @@ class Allocator {
 
  private:
   Expected<Store> open_store();
-  Expected<Index*> index_for(Store& store, size_t set);
-  Status rebuild_indexes(Store& store, const std::vector<Lease>& leases);
   // Applies the reclaim rule to every lease but those in `keep`.
   Status sweep(Store& store, const std::vector<IpAddr>& keep);
+  // The one bulk release, for the sweep and GC (which read every lease anyway):
+  // releases each lease `why` gives a reason for (logged with it; `listed` is the
+  // record of the lease's attachment if that record lists it), then each record
+  // `drop` says goes (`holds`: a lease of it is kept), and the temporaries; syncs,
+  // and rebuilds the index from the leases kept. Returns the addresses released.
+  using ReleaseReason = std::function<const char*(const Lease& lease, const Record* listed)>;
+  Expected<std::vector<IpAddr>> release_leases(
+      Store& store, const ReleaseReason& why,
+      const std::function<bool(const Record& record, bool holds)>& drop);
   Expected<IpAddr> allocate(Store& store, size_t set, const Lease& proto,
                             const std::vector<IpAddr>& keep);
   Expected<IpAddr> allocate_in_pool(Store& store, size_t set, const Lease& proto,
@@ -94,6 +102,7 @@ class Allocator {
                                    const std::vector<IpAddr>& keep);
   Status release_attachment(Store& store, const Owner& owner, const std::vector<IpAddr>& ips);
   std::optional<size_t> set_of(const IpAddr& ip) const;
+  // Marks `ip` taken or free in its range set's index (a hint).
   void note_taken(Store& store, size_t set, const IpAddr& ip, bool taken, bool advance_cursor);
 
   // Cluster mode: pools_ become the node's blocks, read under the lock.
@@ -104,7 +113,8 @@ class Allocator {
   BlockSource* blocks_ = nullptr;
   std::function<bool(const std::string&)> netns_exists_;
   std::vector<Pool> pools_;
-  std::vector<std::optional<Index>> indexes_;
+  // Of pools_, read under the store's lock: open_store() resets it in every call.
+  AllocationIndex index_;
   // During add(): records the attachment as holding `ip` before its lease is linked, so no
   // lease ever exists that its attachment's record does not name (a call killed between
   // the two would otherwise leak the address past DEL).

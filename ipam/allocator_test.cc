@@ -158,10 +158,39 @@ TEST_F(AllocatorTest, DelCheckAndGc) {
   EXPECT_TRUE(a.check({"c3", "eth0"}));
   EXPECT_EQ(lease_files(), 1U);
   // A lease the record does not know about is not a valid attachment either.
-  std::filesystem::remove(dir() + "/attachments/" + Store::record_name({"c3", "eth0"}));
+  std::filesystem::remove(dir() + "/attachments/" + record_name({"c3", "eth0"}));
   EXPECT_FALSE(a.check({"c3", "eth0"}));
   ASSERT_TRUE(a.gc({}));
   EXPECT_EQ(lease_files(), 0U);
+}
+
+// Sweep and GC share one release routine but not its rules: GC releases what is not a
+// valid attachment's (and a valid one's orphans) and keeps valid records; the sweep
+// reclaims by the reclaim rule and drops the records left without a lease.
+TEST_F(AllocatorTest, GcKeepsValidRecordsAndTheSweepDropsLeaselessOnes) {
+  auto a = make();
+  ASSERT_TRUE(a.add(who("c1"), {}));
+  {
+    auto store = Store::open(dir());
+    ASSERT_TRUE(store);
+    // c1's orphan from a killed ADD, and a record whose lease is gone (half a DEL).
+    ASSERT_TRUE(store->claim(Lease{ip("10.1.0.4"), {"c1", "eth0"}, "/ns/live"}));
+    ASSERT_TRUE(store->write_record({{"half", "eth0"}, "/ns/live", {ip("10.1.0.5")}}));
+    ASSERT_TRUE(store->sync());
+  }
+  ASSERT_TRUE(a.gc({{"c1", "eth0"}, {"half", "eth0"}}));
+  EXPECT_EQ(lease_files(), 1U);
+  EXPECT_TRUE(a.check({"c1", "eth0"}));
+  auto half = a.check({"half", "eth0"});
+  ASSERT_FALSE(half);
+  EXPECT_EQ(half.error().kind(), ErrorKind::kState);  // its record is still there
+  for (const char* c : {"c2", "c3", "c4", "c5"}) {
+    ASSERT_TRUE(a.add(who(c), {}));
+  }
+  EXPECT_FALSE(a.add(who("c6"), {}));  // full: the sweep runs and reclaims nothing
+  half = a.check({"half", "eth0"});
+  ASSERT_FALSE(half);
+  EXPECT_EQ(half.error().kind(), ErrorKind::kUnknownContainer);  // the sweep dropped it
 }
 
 TEST_F(AllocatorTest, StaleNetnsIsReclaimedWhenThePoolRunsShort) {

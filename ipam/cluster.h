@@ -1,17 +1,14 @@
 // Cluster mode: addresses unique across every node of a cluster, with no
 // network call on the common path.
 //
-// Each range is cut into aligned blocks (blockSize, e.g. /26). A node claims
-// a whole block in etcd with a transaction that succeeds only if the block's
-// key does not exist yet (create_revision == 0), and lists the blocks it holds
-// in its node store (<dataDir>/<network>/blocks.json). Addresses are then
-// allocated inside those blocks exactly as in node mode (same store, same
+// Each range is cut into aligned blocks (blockSize, e.g. /26; blocks.h). A
+// node claims a whole block in etcd with a transaction that succeeds only if
+// the block's key does not exist yet (create_revision == 0), and lists the
+// blocks it holds in its node store (blocks.json, node_blocks.h). Addresses are
+// then allocated inside those blocks exactly as in node mode (same store, same
 // locks, same speed); etcd is asked only when every block the node holds is
-// full. See ipam/README.md "Cluster mode" for the guarantees.
-//
-// etcd layout, per network:
-//   <prefix>/<network>/blocks/<block, "/" as "_">  {"node": ..., "claimedAt": ...}
-//   <prefix>/<network>/blockSizes                  {"v4": 26, "v6": 120}, by the first claim
+// full. The keys are in etcd_layout.h; the guarantees in ipam/README.md
+// "Cluster mode".
 //
 // Crash safety: a block is claimed in etcd before the node lists it, and
 // unlisted before it is released in etcd. A kill in between leaves a block
@@ -20,58 +17,28 @@
 // another node may claim.
 #pragma once
 
-#include <chrono>
+#include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ipam/allocator.h"
 #include "ipam/config.h"
-#include "ipam/etcd.h"
+#include "ipam/etcd_layout.h"
+#include "ipam/kv_store.h"
+#include "ipam/node_blocks.h"
 #include "ipam/store.h"
 
 namespace rdmanet::ipam {
 
-// A block the node holds, as recorded in blocks.json.
-struct HeldBlock {
-  Prefix block;
-  int64_t revision = 0;                // etcd mod_revision of the claim: a release compares it
-  std::optional<int64_t> empty_since;  // unix seconds; set by the DEL that emptied it
-};
-
-// The node's blocks file (blocks.json).
-struct NodeBlocks {
-  std::vector<HeldBlock> held;  // allocated from
-  // Unlisted for release, their etcd delete sent but not known to have happened: GC
-  // retries it, and a claim that finds one still the node's in etcd takes it back.
-  std::vector<HeldBlock> releasing;
-};
-
-// A block as etcd records it.
-struct EtcdBlock {
-  Prefix block;
-  std::string owner;  // empty when the value is unreadable
-  int64_t mod_revision = 0;
-};
-
-// Reads the node name the DaemonSet wrote; kTryAgainLater when it has not
-// yet, kInvalidConfig when it is not a Kubernetes node name.
-Expected<std::string> read_node_name(const std::string& file);
-
-// Every block of range set `set` (in address order), clipped to its ranges.
-std::vector<Prefix> blocks_of(const IpamConfig& config, size_t set);
-
-// The etcd key of a block and back.
-std::string block_key(const ClusterConfig& c, const std::string& network, const Prefix& block);
-std::string blocks_prefix(const ClusterConfig& c, const std::string& network);
-
+// The node's blocks as the allocator's source of addresses (allocator.h).
 class ClusterBlocks final : public BlockSource {
  public:
-  // `config.cluster` must be set. `damage_tolerant` (DEL, CHECK, GC): a damaged
-  // blocks.json means leases only (the config's whole ranges), never a failed call.
-  ClusterBlocks(IpamConfig config, std::string network, std::string node,
+  // `config.cluster` must be set; `kv` (etcd) must outlive this object.
+  // `damage_tolerant` (DEL, CHECK, GC): a damaged blocks.json means leases only
+  // (the config's whole ranges), never a failed call. `now`: unix seconds (tests).
+  ClusterBlocks(IpamConfig config, std::string network, std::string node, KvStore& kv,
                 bool damage_tolerant = false, std::function<int64_t()> now = {});
 
   Expected<std::vector<RangeSet>> held(Store& store) override;
@@ -81,7 +48,18 @@ class ClusterBlocks final : public BlockSource {
  private:
   Expected<NodeBlocks> load(Store& store) const;
   Status save(Store& store, const NodeBlocks& blocks) const;
-  nlohmann::json claim_value() const;
+
+  // Steps of grow(). Drops the listed blocks etcd no longer gives this node, and the
+  // releases etcd shows done; true when `local` changed.
+  bool forget_lost(NodeBlocks& local, const EtcdBlocks& etcd) const;
+  // Adopts the blocks of `set` etcd gives this node that it does not list; true when
+  // one was added to `local->held`.
+  Expected<bool> adopt_unlisted(NodeBlocks& local, const EtcdBlocks& etcd, size_t set,
+                                bool* changed);
+  // Claims one free block of `set`; true when one was added to `local->held`.
+  Expected<bool> claim_free(NodeBlocks& local, const EtcdBlocks& etcd,
+                            const std::vector<KeyValue>& kvs, size_t set);
+
   // Takes a block etcd says is this node's but the node does not list. Rewritten, not
   // just listed: the rewrite moves its mod_revision, so a delete of it still in flight
   // (a release that timed out) or an operator's reclaim can no longer remove it from
@@ -99,11 +77,14 @@ class ClusterBlocks final : public BlockSource {
   // client retried the transaction on another member after the first attempt had
   // committed, and the answer was lost); nullopt otherwise.
   Expected<std::optional<HeldBlock>> written_by_retry(const Prefix& b, int64_t not_revision);
+
   // For each block, whether some address in it is leased.
   std::vector<bool> occupied(Store& store, const std::vector<Prefix>& blocks) const;
-  // Deletes an unlisted block in etcd if unchanged since the node claimed it; false
-  // when etcd did not answer (whether it is deleted is then unknown).
-  bool release_in_etcd(const HeldBlock& h);
+  // The one way a block is given back, for DEL and GC alike: `h`, already in
+  // `local.releasing` and saved so, is deleted in etcd if unchanged since the node
+  // claimed it, then dropped from the list. False when etcd did not answer (whether
+  // it is deleted is then unknown: it stays releasing) or the list was not saved.
+  bool release(Store& store, NodeBlocks& local, const HeldBlock& h);
 
   const ClusterConfig& cluster() const { return *config_.cluster; }
 
@@ -112,23 +93,7 @@ class ClusterBlocks final : public BlockSource {
   std::string network_;
   std::string node_;
   std::function<int64_t()> now_;
-  EtcdClient etcd_;
+  KvStore& kv_;
 };
-
-// Operator views and actions (rdmanet-ipam cluster ...).
-struct BlockOwner {
-  Prefix block;
-  std::string node;
-  std::string claimed_at;
-  int64_t mod_revision = 0;
-};
-Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
-                                                    const std::string& network);
-// Deletes every block `node` holds in etcd (each only if unchanged since it was
-// read); returns the blocks deleted. For a node that is gone: see the README.
-// `each` is called for every block as it is deleted.
-Expected<std::vector<Prefix>> reclaim_node_blocks(
-    const IpamConfig& config, const std::string& network, const std::string& node,
-    const std::function<void(const Prefix&)>& each = {});
 
 }  // namespace rdmanet::ipam

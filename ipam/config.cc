@@ -59,18 +59,15 @@ Expected<Range> parse_range(const json& obj, const std::string& where) {
         Field{"rangeStart", &r.start, add(network, 1)},
         Field{"rangeEnd", &r.end, prefix->addr.v6 ? last : IpAddr{false, last.value - 1}}}) {
     bool present = false;
-    auto ip = address_field(f, key, &present);
-    if (!ip) {
-      return std::move(ip).error();
-    }
+    TRY_ASSIGN(IpAddr ip, address_field(f, key, &present));
     if (!present) {
       *out = fallback;
       continue;
     }
-    if (!prefix->contains(*ip)) {
-      return f.error(key, ip->str() + " is not in subnet " + prefix->str());
+    if (!prefix->contains(ip)) {
+      return f.error(key, ip.str() + " is not in subnet " + prefix->str());
     }
-    *out = *ip;
+    *out = ip;
   }
   if (r.start > r.end) {
     return f.error("rangeStart", r.start.str() + " is after rangeEnd " + r.end.str());
@@ -117,9 +114,7 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
   TRY(f.integer("blockSize", &c.block_len_v4).status());
   TRY(f.integer("blockSizeV6", &c.block_len_v6).status());
   long long release = c.release_after.count();
-  if (auto s = seconds_field(f, "releaseAfter", 0, &release); !s) {
-    return std::move(s).error();
-  }
+  TRY(seconds_field(f, "releaseAfter", 0, &release));
   c.release_after = std::chrono::seconds(release);
   TRY(f.string("nodeNameFile", &c.node_name_file).status());
   if (c.node_name_file.empty() || c.node_name_file.front() != '/') {
@@ -168,9 +163,7 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
     return e.error("prefix", "must start with /");
   }
   long long timeout = 5;
-  if (auto s = seconds_field(e, "timeout", 1, &timeout); !s) {
-    return std::move(s).error();
-  }
+  TRY(seconds_field(e, "timeout", 1, &timeout));
   if (timeout > 60) {
     // A CNI call is itself bounded by the runtime; a minute of waiting is already too long.
     return e.error("timeout", "must be at most 60 seconds, got " + std::to_string(timeout));
@@ -224,11 +217,8 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
 
   // The legacy single range at the top level comes first, as in host-local.
   if (f.has("subnet")) {
-    auto r = parse_range(ipam, "ipam");
-    if (!r) {
-      return std::move(r).error();
-    }
-    config.range_sets.push_back(RangeSet{{std::move(*r)}, "ipam"});
+    TRY_ASSIGN(Range r, parse_range(ipam, "ipam"));
+    config.range_sets.push_back(RangeSet{{std::move(r)}, "ipam"});
   }
   if (f.has("ranges")) {
     const json& sets = ipam["ranges"];
@@ -248,14 +238,11 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
         if (!sets[i][j].is_object()) {
           return Error(kInvalid, where + " must be an object, got " + json_type_name(sets[i][j]));
         }
-        auto r = parse_range(sets[i][j], where);
-        if (!r) {
-          return std::move(r).error();
-        }
-        if (!set.ranges.empty() && set.ranges.front().subnet.addr.v6 != r->subnet.addr.v6) {
+        TRY_ASSIGN(Range r, parse_range(sets[i][j], where));
+        if (!set.ranges.empty() && set.ranges.front().subnet.addr.v6 != r.subnet.addr.v6) {
           return Error(kInvalid, where + ".subnet mixes address families within " + set_where);
         }
-        set.ranges.push_back(std::move(*r));
+        set.ranges.push_back(std::move(r));
       }
       config.range_sets.push_back(std::move(set));
     }
@@ -289,9 +276,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
     config.exclude.push_back(*p);
   }
 
-  if (auto s = parse_routes(f, &config.routes); !s) {
-    return std::move(s).error();
-  }
+  TRY(parse_routes(f, &config.routes));
   json dns;
   TRY(f.object("dns", &dns).status());
   if (!dns.is_null()) {
@@ -304,11 +289,7 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   json cluster;
   TRY(f.object("cluster", &cluster).status());
   if (!cluster.is_null()) {
-    auto parsed = parse_cluster(cluster, config.range_sets);
-    if (!parsed) {
-      return std::move(parsed).error();
-    }
-    config.cluster = std::move(*parsed);
+    TRY_ASSIGN(config.cluster, parse_cluster(cluster, config.range_sets));
   }
   return config;
 }

@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "cni/result.h"
-#include "ipam/etcd.h"
+#include "ipam/http_client.h"
 #include "ipam/ip.h"
 
 namespace rdmanet::ipam {
@@ -46,10 +46,10 @@ struct ClusterConfig {
   int block_len_v6 = 120;                   // blockSizeV6
   std::chrono::seconds release_after{600};  // releaseAfter: empty this long -> released
   std::string node_name_file = kDefaultNodeNameFile;
-  std::vector<EtcdEndpoint> endpoints;
+  std::vector<Endpoint> endpoints;
   std::string prefix = "/rdmanet/ipam";     // etcd key prefix
   std::chrono::milliseconds timeout{5000};  // one etcd call, every endpoint and retry included
-  EtcdTls tls;
+  TlsFiles tls;
 };
 
 struct IpamConfig {

@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "ipam/test_util.h"
+
 namespace rdmanet::ipam {
 namespace {
 
 using nlohmann::json;
+using testing::cluster_conf;
+using testing::ipam_with;
 
 Expected<IpamConfig> parse(const std::string& text) { return parse_ipam_config(json::parse(text)); }
 
@@ -123,6 +127,67 @@ TEST(Config, SmallestSubnetsHostLocalAccepts) {
   EXPECT_TRUE(parse(R"({"ranges":[[{"subnet":"fd00::/126"}]]})"));
   // Adjacent, not overlapping.
   EXPECT_TRUE(parse(R"({"ranges":[[{"subnet":"10.1.0.0/25"},{"subnet":"10.1.0.128/25"}]]})"));
+}
+
+TEST(ClusterConfig, DefaultsAndFields) {
+  auto c =
+      parse_ipam_config(ipam_with(cluster_conf(), json::parse(R"([[{"subnet": "10.1.0.0/16"}]])")));
+  ASSERT_TRUE(c) << c.error().msg();
+  ASSERT_TRUE(c->cluster);
+  EXPECT_EQ(c->cluster->block_len_v4, 26);
+  EXPECT_EQ(c->cluster->release_after.count(), 600);
+  EXPECT_EQ(c->cluster->node_name_file, kDefaultNodeNameFile);
+  EXPECT_EQ(c->cluster->prefix, "/rdmanet/ipam");
+  ASSERT_EQ(c->cluster->endpoints.size(), 1U);
+  EXPECT_TRUE(c->cluster->endpoints[0].tls);
+  // Without "cluster": node mode.
+  auto node = parse_ipam_config(json::parse(R"({"ranges": [[{"subnet": "10.1.0.0/16"}]]})"));
+  ASSERT_TRUE(node);
+  EXPECT_FALSE(node->cluster);
+}
+
+TEST(ClusterConfig, ErrorsNameTheField) {
+  json v4 = json::parse(R"([[{"subnet": "10.1.0.0/16"}]])");
+  struct Case {
+    json cluster;
+    const char* field;
+  } cases[] = {
+      {cluster_conf({{"blockSize", 8}}), "ipam.cluster.blockSize"},
+      {cluster_conf({{"blockSize", 31}}), "ipam.cluster.blockSize"},
+      {cluster_conf({{"blockSize", "26"}}), "ipam.cluster.blockSize"},
+      {cluster_conf({{"releaseAfter", -5}}), "ipam.cluster.releaseAfter"},
+      {cluster_conf({{"nodeNameFile", "node-name"}}), "ipam.cluster.nodeNameFile"},
+      {json{{"blockSize", 26}}, "ipam.cluster.etcd"},
+      {cluster_conf({{"etcd", {{"endpoints", json::array()}}}}), "ipam.cluster.etcd.endpoints"},
+      {cluster_conf({{"etcd", {{"endpoints", {"10.0.0.1:2379"}}}}}),
+       "ipam.cluster.etcd.endpoints[0]"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"prefix", "x"}}}}),
+       "ipam.cluster.etcd.prefix"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"timeout", 0}}}}),
+       "ipam.cluster.etcd.timeout"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"timeout", 61}}}}),
+       "ipam.cluster.etcd.timeout"},
+      {cluster_conf(
+           {{"etcd", {{"endpoints", {"https://a:1", "http://b:1"}}, {"tls", {{"ca", "/ca"}}}}}}),
+       "ipam.cluster.etcd.tls"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"tls", {{"key", "/k"}}}}}}),
+       "ipam.cluster.etcd.tls.cert"},
+      {cluster_conf({{"etcd", {{"endpoints", {"http://a:1"}}, {"tls", {{"ca", "ca.pem"}}}}}}),
+       "ipam.cluster.etcd.tls.ca"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = parse_ipam_config(ipam_with(c.cluster, v4));
+    ASSERT_FALSE(parsed) << c.cluster.dump();
+    EXPECT_EQ(parsed.error().kind(), ErrorKind::kInvalidConfig);
+    EXPECT_NE(parsed.error().msg().find(c.field), std::string::npos) << parsed.error().msg();
+  }
+  // 2^14 blocks are fine; more than 2^16 in one range (v6 /64 in /120 blocks) are not.
+  EXPECT_TRUE(parse_ipam_config(ipam_with(cluster_conf({{"blockSize", 30}}), v4)));
+  auto v6 =
+      parse_ipam_config(ipam_with(cluster_conf(), json::parse(R"([[{"subnet": "fd00::/64"}]])")));
+  ASSERT_FALSE(v6);
+  EXPECT_NE(v6.error().msg().find("2^56 blocks (at most 2^16)"), std::string::npos)
+      << v6.error().msg();
 }
 
 }  // namespace

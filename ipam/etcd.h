@@ -1,6 +1,7 @@
 // A small etcd v3 client for cluster-mode IPAM (see cluster.h): the KV range
 // and txn calls of etcd's HTTP/JSON gateway (POST /v3/kv/range, /v3/kv/txn;
-// keys and values base64, 64-bit numbers as strings), over TCP or TLS.
+// keys and values base64, 64-bit numbers as strings), over the HTTP client of
+// http_client.h.
 //
 // Why the JSON gateway and not gRPC: rdmanet-ipam is a short-lived CNI binary
 // that makes one or two calls when its node needs a new address block, and it
@@ -16,83 +17,34 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "ipam/http_client.h"
+#include "ipam/kv_store.h"
 
 namespace rdmanet::ipam {
 
-struct EtcdTls {
-  std::string ca;    // PEM file of the CA that signed the members' certificates
-  std::string cert;  // client certificate (PEM), for --client-cert-auth
-  std::string key;   // its private key (PEM)
-  bool operator==(const EtcdTls&) const = default;
-};
-
-struct EtcdEndpoint {
-  bool tls = false;
-  std::string host;  // name or address, without brackets
-  uint16_t port = 0;
-  std::string url;  // as configured, for messages
-};
-
-// "http://127.0.0.1:2379", "https://etcd-0.example:2379", "https://[fd00::1]:2379".
-Expected<EtcdEndpoint> parse_endpoint(const std::string& url);
-
-struct KeyValue {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-};
-
-// One comparison of a transaction; etcd's Compare with result EQUAL.
-struct Compare {
-  enum class Target { kCreateRevision, kModRevision };
-  Target target = Target::kCreateRevision;
-  std::string key;
-  int64_t revision = 0;
-};
-
-// One operation of a transaction: a put (value set) or a delete.
-struct Op {
-  std::string key;
-  std::optional<std::string> put_value;  // nullopt: delete the key
-};
-
-struct TxnResult {
-  bool succeeded = false;
-  int64_t revision = 0;  // the store revision after the txn (a put's mod_revision)
-};
-
-class EtcdClient {
+class EtcdClient final : public KvStore {
  public:
-  EtcdClient(std::vector<EtcdEndpoint> endpoints, EtcdTls tls, std::chrono::milliseconds timeout);
-  ~EtcdClient();
-  EtcdClient(EtcdClient&&) noexcept;
-  EtcdClient& operator=(EtcdClient&&) noexcept;
+  EtcdClient(std::vector<Endpoint> endpoints, TlsFiles tls, std::chrono::milliseconds timeout);
 
-  // Every key in [key, range_end); range_end empty: the key alone.
-  Expected<std::vector<KeyValue>> range(const std::string& key, const std::string& range_end);
-  // If every comparison holds, applies `success`, else nothing.
-  Expected<TxnResult> txn(const std::vector<Compare>& compare, const std::vector<Op>& success);
-
-  // The range_end that selects every key starting with `prefix`.
-  static std::string prefix_end(const std::string& prefix);
+  Expected<std::vector<KeyValue>> range(const std::string& key,
+                                        const std::string& range_end) override;
+  Expected<TxnResult> txn(const std::vector<Compare>& compare,
+                          const std::vector<Op>& success) override;
 
  private:
-  struct Tls;
+  // POSTs `body` to `path` on the members in turn until one answers 200; its body.
   Expected<std::string> call(const std::string& path, const std::string& body);
 
-  std::vector<EtcdEndpoint> endpoints_;
-  EtcdTls tls_files_;
+  std::vector<Endpoint> endpoints_;
+  TlsFiles tls_files_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<Tls> tls_;  // loaded on first use over https
-  size_t next_ = 0;           // the endpoint to try first
+  std::optional<TlsContext> tls_;  // loaded on first use over https
+  size_t next_ = 0;                // the endpoint to try first
 };
 
 // Decoders of the gateway's answers (exposed for tests and the fuzzer).

@@ -32,6 +32,8 @@ struct Prefix {
   bool contains(const IpAddr& ip) const;
   bool has_host_bits() const { return network() != addr; }
   std::string str() const;  // "10.1.0.0/16"
+  // Equal as written: 10.1.0.1/24 is not 10.1.0.0/24.
+  bool operator==(const Prefix&) const = default;
 };
 
 // Parses "10.1.0.0/16" or "fd00::/64".

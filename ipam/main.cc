@@ -15,14 +15,20 @@
 #include "cni/validate.h"
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
+#include "ipam/cluster_admin.h"
 #include "ipam/config.h"
+#include "ipam/etcd.h"
+#include "ipam/node_name.h"
 
 namespace rdmanet::ipam {
 namespace {
 
+EtcdClient etcd_client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.timeout}; }
+
 // The allocator of the call's network; in cluster mode with the node's blocks
-// (which must outlive it, hence one object).
+// and their etcd client (which must outlive it, hence one object).
 struct Network {
+  std::unique_ptr<EtcdClient> etcd;
   std::unique_ptr<ClusterBlocks> blocks;
   std::unique_ptr<Allocator> allocator;
   Allocator* operator->() const { return allocator.get(); }
@@ -34,24 +40,23 @@ struct Network {
 // cluster metadata never makes a DEL fail; blocks emptied meanwhile are
 // released by a later DEL or GC.
 Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
-  auto config = parse_ipam_config(call.conf.ipam);
-  if (!config) {
-    return std::move(config).error();
-  }
+  TRY_ASSIGN(IpamConfig config, parse_ipam_config(call.conf.ipam));
   Network net;
-  if (config->cluster) {
-    auto node = read_node_name(config->cluster->node_name_file);
+  if (config.cluster) {
+    auto node = read_node_name(config.cluster->node_name_file);
     if (node) {
-      net.blocks = std::make_unique<ClusterBlocks>(*config, call.conf.name, *node, !adding);
+      net.etcd = std::make_unique<EtcdClient>(etcd_client_for(*config.cluster));
+      net.blocks =
+          std::make_unique<ClusterBlocks>(config, call.conf.name, *node, *net.etcd, !adding);
     } else if (adding) {
       return std::move(node).error();
     } else {
       spdlog::warn("{}; leases only, no block released", node.error().msg());
     }
   }
-  std::string dir = config->data_dir + "/" + bounded_name(call.conf.name, 255);
+  std::string dir = config.data_dir + "/" + bounded_name(call.conf.name, 255);
   net.allocator =
-      std::make_unique<Allocator>(std::move(*config), std::move(dir), nullptr, net.blocks.get());
+      std::make_unique<Allocator>(std::move(config), std::move(dir), nullptr, net.blocks.get());
   return net;
 }
 
@@ -91,58 +96,37 @@ Expected<std::vector<IpAddr>> requested_ips(const cni::Call& call) {
 Owner owner_of(const cni::Call& call) { return {call.env.container_id, call.env.ifname}; }
 
 Expected<cni::Result> cmd_add(const cni::Call& call) {
-  auto allocator = allocator_for(call, true);
-  if (!allocator) {
-    return std::move(allocator).error();
-  }
-  auto requested = requested_ips(call);
-  if (!requested) {
-    return std::move(requested).error();
-  }
+  TRY_ASSIGN(Network net, allocator_for(call, true));
+  TRY_ASSIGN(auto requested, requested_ips(call));
   Attachment who{owner_of(call), call.env.netns, call.args.k8s_pod_namespace,
                  call.args.k8s_pod_name, call.args.k8s_pod_uid};
-  auto allocations = (*allocator)->add(who, *requested);
-  if (!allocations) {
-    return std::move(allocations).error();
-  }
-  auto config = parse_ipam_config(call.conf.ipam);
-  return to_result(*config, *allocations);
+  TRY_ASSIGN(auto allocations, net->add(who, requested));
+  TRY_ASSIGN(IpamConfig config, parse_ipam_config(call.conf.ipam));
+  return to_result(config, allocations);
 }
 
 Status cmd_del(const cni::Call& call) {
-  auto allocator = allocator_for(call);
-  if (!allocator) {
-    return std::move(allocator).error();
-  }
-  return (*allocator)->del(owner_of(call));
+  TRY_ASSIGN(Network net, allocator_for(call));
+  return net->del(owner_of(call));
 }
 
 Status cmd_check(const cni::Call& call) {
-  auto allocator = allocator_for(call);
-  if (!allocator) {
-    return std::move(allocator).error();
-  }
-  return (*allocator)->check(owner_of(call));
+  TRY_ASSIGN(Network net, allocator_for(call));
+  return net->check(owner_of(call));
 }
 
 Status cmd_gc(const cni::Call& call) {
-  auto allocator = allocator_for(call);
-  if (!allocator) {
-    return std::move(allocator).error();
-  }
+  TRY_ASSIGN(Network net, allocator_for(call));
   std::vector<Owner> valid;
   for (const auto& ref : call.conf.valid_attachments) {
     valid.push_back({ref.container_id, ref.ifname});
   }
-  return (*allocator)->gc(valid);
+  return net->gc(valid);
 }
 
 Status cmd_status(const cni::Call& call) {
-  auto allocator = allocator_for(call);
-  if (!allocator) {
-    return std::move(allocator).error();
-  }
-  return (*allocator)->status();
+  TRY_ASSIGN(Network net, allocator_for(call));
+  return net->status();
 }
 
 // `rdmanet-ipam cluster blocks|reclaim-node CONFIG [NODE]`: the operator's
@@ -159,6 +143,8 @@ int cluster_main(const std::vector<std::string>& args) {
       (args[0] != "blocks" && args[0] != "reclaim-node")) {
     return usage();
   }
+  // Not base read_file: an operator may well pass a symlink or a pipe, as in
+  // `rdmanet-ipam cluster blocks <(kubectl get net-attach-def ...)`.
   std::ifstream in(args[1]);
   std::stringstream text;
   text << in.rdbuf();
@@ -191,8 +177,9 @@ int cluster_main(const std::vector<std::string>& args) {
               << "\n";
     return 1;
   }
+  EtcdClient etcd = etcd_client_for(*config->cluster);
   if (args[0] == "blocks") {
-    auto owners = list_block_owners(*config, network);
+    auto owners = list_block_owners(*config, network, etcd);
     if (!owners) {
       std::cerr << owners.error().msg() << "\n";
       return 1;
@@ -204,7 +191,7 @@ int cluster_main(const std::vector<std::string>& args) {
     return 0;
   }
   // Each block is printed as it goes, so a failure half way says what is done.
-  auto gone = reclaim_node_blocks(*config, network, args[2], [&](const Prefix& b) {
+  auto gone = reclaim_node_blocks(*config, network, args[2], etcd, [&](const Prefix& b) {
     std::cout << "reclaimed " << b.str() << " from " << args[2] << std::endl;
   });
   if (!gone) {
@@ -226,10 +213,7 @@ int main(int argc, char** argv) {
     // Checks the ipam sections of type rdmanet-ipam in example and deployment configs.
     rdmanet::cni::Validator validator{"rdmanet-ipam", rdmanet::cni::ValidateWhat::kIpamType,
                                       [](const rdmanet::cni::NetConf& conf) -> rdmanet::Status {
-                                        auto config = rdmanet::ipam::parse_ipam_config(conf.ipam);
-                                        if (!config) {
-                                          return std::move(config).error();
-                                        }
+                                        TRY(rdmanet::ipam::parse_ipam_config(conf.ipam));
                                         return rdmanet::ok_status();
                                       }};
     return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);

@@ -9,20 +9,14 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "base/files.h"
-#include "base/hex.h"
 
 namespace rdmanet::ipam {
-
-using nlohmann::json;
 
 namespace {
 
 constexpr const char* kTmpPrefix = ".tmp-";
-constexpr uint64_t kIndexMagic = 0x3130584449444d52ULL;  // "RDMIDX01"
-constexpr size_t kIndexHeader = 64;
 
 Error io_error(const std::string& what, int err) {
   return {ErrorKind::kIo, what + ": " + std::strerror(err)};
@@ -46,22 +40,6 @@ Status write_all(int fd, const char* data, size_t size, off_t offset, const std:
     offset += n;
   }
   return ok_status();
-}
-
-bool read_all(int fd, char* data, size_t size, off_t offset) {
-  while (size > 0) {
-    ssize_t n = pread(fd, data, size, offset);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += n;
-  }
-  return true;
 }
 
 // The content of a file, nullopt when it does not exist.
@@ -118,91 +96,12 @@ Expected<std::vector<std::string>> list_dir(int dir_fd, const std::string& what)
   return names;
 }
 
-// JSON holds UTF-8 only; an ifname may hold any byte libcni allows, so it is
-// stored in hex too ("ifname" stays for people reading the file).
-void put_owner(json* doc, const Owner& owner) {
-  (*doc)["containerID"] = owner.container_id;
-  (*doc)["ifname"] = owner.ifname;
-  (*doc)["ifnameHex"] = hex(owner.ifname);
-}
-
-std::string str_field(const json& doc, const char* key);
-
-Owner get_owner(const json& doc) {
-  return {str_field(doc, "containerID"), unhex(str_field(doc, "ifnameHex"))};
-}
-
-std::string lease_json(const Lease& lease) {
-  json doc = {{"ip", lease.ip.str()}, {"netns", lease.netns}};
-  put_owner(&doc, lease.owner);
-  if (!lease.pod_namespace.empty()) {
-    doc["podNamespace"] = lease.pod_namespace;
-  }
-  if (!lease.pod_name.empty()) {
-    doc["podName"] = lease.pod_name;
-  }
-  if (!lease.pod_uid.empty()) {
-    doc["podUID"] = lease.pod_uid;
-  }
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-}
-
-std::string str_field(const json& doc, const char* key) {
-  auto it = doc.find(key);
-  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-Lease parse_lease(const IpAddr& ip, const std::string& text) {
-  Lease lease;
-  lease.ip = ip;
-  json doc = json::parse(text, nullptr, false);
-  if (!doc.is_object() || str_field(doc, "ip") != ip.str() || get_owner(doc).container_id.empty() ||
-      get_owner(doc).ifname.empty()) {
-    lease.readable = false;
-    return lease;
-  }
-  lease.owner = get_owner(doc);
-  lease.netns = str_field(doc, "netns");
-  lease.pod_namespace = str_field(doc, "podNamespace");
-  lease.pod_name = str_field(doc, "podName");
-  lease.pod_uid = str_field(doc, "podUID");
-  return lease;
-}
-
-std::optional<Record> parse_record(const std::string& text) {
-  json doc = json::parse(text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("ips") || !doc["ips"].is_array()) {
-    return std::nullopt;
-  }
-  Record r;
-  r.owner = get_owner(doc);
-  r.netns = str_field(doc, "netns");
-  for (const auto& item : doc["ips"]) {
-    if (!item.is_string()) {
-      return std::nullopt;
-    }
-    auto ip = parse_ip(item.get<std::string>());
-    if (!ip) {
-      return std::nullopt;
-    }
-    r.ips.push_back(*ip);
-  }
-  if (r.owner.container_id.empty() || r.owner.ifname.empty()) {
-    return std::nullopt;
-  }
-  return r;
-}
-
 }  // namespace
 
 Expected<Store> Store::open(const std::string& dir) {
-  if (auto s = make_directories(dir, 0700); !s) {
-    return std::move(s).error();
-  }
+  TRY(make_directories(dir, 0700));
   // DEL, GC and the reclaim rule trust the leases and records found here.
-  if (auto s = check_private_directory(dir); !s) {
-    return std::move(s).error().context("IPAM store");
-  }
+  TRY(check_private_directory(dir).with_context("IPAM store"));
   Store store(dir);
   int dir_fd = open_dir(AT_FDCWD, dir.c_str());
   if (dir_fd < 0) {
@@ -304,9 +203,7 @@ Expected<bool> Store::claim(const Lease& lease) {
   std::string name = lease.ip.str();
   std::string what = dir_ + "/leases/" + name;
   std::string tmp;
-  if (auto s = write_new(leases_fd_, what, lease_json(lease), &tmp); !s) {
-    return std::move(s).error();
-  }
+  TRY(write_new(leases_fd_, what, format_lease(lease), &tmp));
   int rc = linkat(leases_fd_, tmp.c_str(), leases_fd_, name.c_str(), 0);
   int err = errno;
   unlinkat(leases_fd_, tmp.c_str(), 0);
@@ -324,14 +221,11 @@ Expected<bool> Store::claim(const Lease& lease) {
 
 Expected<std::optional<Lease>> Store::read_lease(const IpAddr& ip) const {
   std::string name = ip.str();
-  auto text = read_file(leases_fd_, name, dir_ + "/leases/" + name);
+  TRY_ASSIGN(auto text, read_file(leases_fd_, name, dir_ + "/leases/" + name));
   if (!text) {
-    return std::move(text).error();
-  }
-  if (!*text) {
     return std::optional<Lease>();
   }
-  return std::optional<Lease>(parse_lease(ip, **text));
+  return std::optional<Lease>(parse_lease(ip, *text));
 }
 
 bool Store::has_lease(const IpAddr& ip) const {
@@ -349,30 +243,21 @@ Status Store::release(const IpAddr& ip) {
 }
 
 Expected<std::vector<Lease>> Store::list_leases() const {
-  auto ips = leased_addresses();
-  if (!ips) {
-    return std::move(ips).error();
-  }
+  TRY_ASSIGN(auto ips, leased_addresses());
   std::vector<Lease> leases;
-  for (const auto& ip : *ips) {
-    auto lease = read_lease(ip);
-    if (!lease) {
-      return std::move(lease).error();
-    }
-    if (*lease) {
-      leases.push_back(std::move(**lease));
+  for (const auto& ip : ips) {
+    TRY_ASSIGN(auto lease, read_lease(ip));
+    if (lease) {
+      leases.push_back(std::move(*lease));
     }
   }
   return leases;
 }
 
 Expected<std::vector<IpAddr>> Store::leased_addresses() const {
-  auto names = list_dir(leases_fd_, dir_ + "/leases");
-  if (!names) {
-    return std::move(names).error();
-  }
+  TRY_ASSIGN(auto names, list_dir(leases_fd_, dir_ + "/leases"));
   std::vector<IpAddr> out;
-  for (const auto& name : *names) {
+  for (const auto& name : names) {
     if (auto ip = parse_ip(name)) {  // not temporaries
       out.push_back(*ip);
     }
@@ -380,28 +265,14 @@ Expected<std::vector<IpAddr>> Store::leased_addresses() const {
   return out;
 }
 
-std::string Store::record_name(const Owner& owner) {
-  std::string key = owner.container_id + '\0' + owner.ifname;
-  std::array<char, 17> h{};
-  snprintf(
-      h.data(), h.size(), "%016llx",
-      static_cast<unsigned long long>(fnv1a64(key)));  // NOLINT(cppcoreguidelines-pro-type-vararg)
-  // The container id is validated ([a-zA-Z0-9][a-zA-Z0-9_.-]*) but may be long;
-  // the ifname is hex-encoded. Both are checked against the content anyway.
-  return std::string(h.data()) + "-" + owner.container_id.substr(0, 64) + "-" + hex(owner.ifname);
-}
-
 Expected<std::optional<Record>> Store::read_record(const Owner& owner) const {
   std::string name = record_name(owner);
   std::string what = dir_ + "/attachments/" + name;
-  auto text = read_file(records_fd_, name, what);
+  TRY_ASSIGN(auto text, read_file(records_fd_, name, what));
   if (!text) {
-    return std::move(text).error();
-  }
-  if (!*text) {
     return std::optional<Record>();
   }
-  auto record = parse_record(**text);
+  auto record = parse_record(*text);
   if (!record || record->owner != owner) {
     // A torn or foreign record: the leases decide (they name their owner).
     return std::optional<Record>();
@@ -410,20 +281,10 @@ Expected<std::optional<Record>> Store::read_record(const Owner& owner) const {
 }
 
 Status Store::write_record(const Record& record) {
-  json ips = json::array();
-  for (const auto& ip : record.ips) {
-    ips.push_back(ip.str());
-  }
-  json doc = {{"netns", record.netns}, {"ips", ips}};
-  put_owner(&doc, record.owner);
   std::string name = record_name(record.owner);
   std::string what = dir_ + "/attachments/" + name;
   std::string tmp;
-  if (auto s = write_new(records_fd_, what,
-                         doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", &tmp);
-      !s) {
-    return s;
-  }
+  TRY(write_new(records_fd_, what, format_record(record), &tmp));
   if (renameat(records_fd_, tmp.c_str(), records_fd_, name.c_str()) != 0) {
     int err = errno;
     unlinkat(records_fd_, tmp.c_str(), 0);
@@ -443,23 +304,17 @@ Status Store::remove_record(const Owner& owner) {
 }
 
 Expected<std::vector<Record>> Store::list_records() const {
-  auto names = list_dir(records_fd_, dir_ + "/attachments");
-  if (!names) {
-    return std::move(names).error();
-  }
+  TRY_ASSIGN(auto names, list_dir(records_fd_, dir_ + "/attachments"));
   std::vector<Record> records;
-  for (const auto& name : *names) {
+  for (const auto& name : names) {
     if (name.rfind(kTmpPrefix, 0) == 0) {
       continue;
     }
-    auto text = read_file(records_fd_, name, dir_ + "/attachments/" + name);
+    TRY_ASSIGN(auto text, read_file(records_fd_, name, dir_ + "/attachments/" + name));
     if (!text) {
-      return std::move(text).error();
-    }
-    if (!*text) {
       continue;
     }
-    if (auto record = parse_record(**text); record && record_name(record->owner) == name) {
+    if (auto record = parse_record(*text); record && record_name(record->owner) == name) {
       records.push_back(std::move(*record));
     }
   }
@@ -484,51 +339,15 @@ Status Store::sync() {
   return ok_status();
 }
 
-Expected<std::optional<Index>> Store::load_index(size_t set, uint64_t fingerprint,
-                                                 size_t bits) const {
+Expected<std::optional<std::string>> Store::read_index(size_t set) const {
   std::string name = std::to_string(set);
-  int fd = openat(index_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return std::optional<Index>();
-    }
-    return io_error("opening " + dir_ + "/index/" + name, errno);
-  }
-  std::array<uint64_t, kIndexHeader / 8> header{};
-  Index index;
-  index.taken = Bitmap(bits);
-  auto& words = index.taken.words();
-  struct stat st {};
-  bool ok = fstat(fd, &st) == 0 &&
-            static_cast<size_t>(st.st_size) == kIndexHeader + words.size() * 8 &&
-            read_all(fd, reinterpret_cast<char*>(header.data()), kIndexHeader, 0) &&
-            header[0] == kIndexMagic && header[1] == fingerprint && header[2] == bits &&
-            read_all(fd, reinterpret_cast<char*>(words.data()), words.size() * 8, kIndexHeader);
-  close(fd);
-  if (!ok) {
-    return std::optional<Index>();
-  }
-  index.fingerprint = fingerprint;
-  index.cursor = (u128{header[4]} << 64) | header[3];
-  return std::optional<Index>(std::move(index));
+  return read_file(index_fd_, name, dir_ + "/index/" + name);
 }
 
-Status Store::save_index(size_t set, const Index& index) {
+Status Store::write_index(size_t set, const std::string& content) {
   std::string name = std::to_string(set);
   std::string what = dir_ + "/index/" + name;
-  const auto& words = index.taken.words();
-  std::string content(kIndexHeader + words.size() * 8, '\0');
-  std::array<uint64_t, kIndexHeader / 8> header{};
-  header[0] = kIndexMagic;
-  header[1] = index.fingerprint;
-  header[2] = index.taken.size();
-  header[3] = static_cast<uint64_t>(index.cursor);
-  header[4] = static_cast<uint64_t>(index.cursor >> 64);
-  std::memcpy(content.data(), header.data(), kIndexHeader);
-  if (!words.empty()) {
-    std::memcpy(content.data() + kIndexHeader, words.data(), words.size() * 8);
-  }
-  // Atomically replaced but not fsynced: the index is a hint (see store.h).
+  // Atomically replaced but not fsynced: the index is a hint (index.h).
   std::string tmp = temp_name(index_fd_);
   int fd =
       openat(index_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -546,20 +365,21 @@ Status Store::save_index(size_t set, const Index& index) {
   return s;
 }
 
-Status Store::save_index_word(size_t set, const Index& index, size_t bit) {
+Status Store::patch_index(size_t set, const std::vector<std::pair<off_t, std::string>>& parts) {
+  if (parts.empty()) {
+    return ok_status();
+  }
   std::string name = std::to_string(set);
   std::string what = dir_ + "/index/" + name;
   int fd = openat(index_fd_, name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     return io_error("opening " + what, errno);
   }
-  std::array<uint64_t, 2> cursor = {static_cast<uint64_t>(index.cursor),
-                                    static_cast<uint64_t>(index.cursor >> 64)};
-  auto s = write_all(fd, reinterpret_cast<const char*>(cursor.data()), 16, 24, what);
-  if (s && bit < index.taken.size()) {
-    uint64_t word = index.taken.words()[bit / 64];
-    s = write_all(fd, reinterpret_cast<const char*>(&word), 8,
-                  static_cast<off_t>(kIndexHeader + (bit / 64) * 8), what);
+  Status s = ok_status();
+  for (const auto& [offset, bytes] : parts) {
+    if (s) {
+      s = write_all(fd, bytes.data(), bytes.size(), offset, what);
+    }
   }
   close(fd);
   return s;
@@ -586,11 +406,8 @@ Status Store::remove_stale_temporaries() {
 Status Store::remove_temporaries() {
   for (auto [fd, sub] : {std::pair{leases_fd_, "leases"}, std::pair{records_fd_, "attachments"},
                          std::pair{index_fd_, "index"}}) {
-    auto names = list_dir(fd, dir_ + "/" + sub);
-    if (!names) {
-      return std::move(names).error();
-    }
-    for (const auto& name : *names) {
+    TRY_ASSIGN(auto names, list_dir(fd, dir_ + "/" + sub));
+    for (const auto& name : names) {
       if (name.rfind(kTmpPrefix, 0) == 0) {
         unlinkat(fd, name.c_str(), 0);
       }

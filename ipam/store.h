@@ -6,21 +6,19 @@
 //
 //   lock                 flock()ed exclusively by every command: one writer at a time,
 //                        across processes; the kernel drops it when a process dies.
-//   leases/<address>     one file per leased address, created by link(2) from a
+//   leases/<address>     one file per leased address (lease.h), created by link(2) from a
 //                        fully written and fsynced temporary, so it appears atomically
 //                        with its content and link's EEXIST makes double allocation
 //                        impossible even if every other file were lost. It names its
 //                        attachment, the pod's netns path and K8S_POD_*.
-//   attachments/<name>   one record per (container id, ifname) listing its addresses:
+//   attachments/<name>   one record per (container id, ifname) listing its addresses (lease.h):
 //                        what idempotent ADD, DEL and CHECK read. The name is a hash of
 //                        both ids plus the (validated) container id and the ifname in
 //                        hex, so no byte of the ifname can reach the path; the content
 //                        holds both ids and is compared on every read.
-//   index/<set>          per range set: next-fit cursor and a bitmap of taken ordinals.
-//                        Only a hint, never fsynced: a set bit without a lease is
-//                        found by the sweep (see allocator.h), a clear bit with a lease
-//                        costs one EEXIST. Rebuilt from leases/ only when missing,
-//                        corrupt or built for another configuration.
+//   index/<set>          per range set: next-fit cursor and a bitmap of taken ordinals
+//                        (index.h, which owns the format; the store only keeps the
+//                        files). Only a hint, never fsynced.
 //
 // Writes go to a temporary in the same directory (complete before it gets its
 // real name by link/rename); sync() then fdatasync()s the files and fsyncs the
@@ -31,46 +29,18 @@
 // 0700.
 #pragma once
 
-#include <cstdint>
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "ipam/ip.h"
-#include "ipam/pool.h"
+#include "ipam/lease.h"
 
 namespace rdmanet::ipam {
-
-// The attachment a lease belongs to.
-struct Owner {
-  std::string container_id;
-  std::string ifname;
-  bool operator==(const Owner&) const = default;
-  std::string str() const { return container_id + "/" + ifname; }
-};
-
-struct Lease {
-  IpAddr ip;
-  Owner owner;
-  std::string netns;  // CNI_NETNS at ADD
-  std::string pod_namespace;
-  std::string pod_name;
-  std::string pod_uid;
-  bool readable = true;  // false: the file exists but cannot be parsed
-};
-
-struct Record {
-  Owner owner;
-  std::string netns;
-  std::vector<IpAddr> ips;
-};
-
-struct Index {
-  uint64_t fingerprint = 0;
-  u128 cursor = 0;  // the ordinal where the next search starts
-  Bitmap taken;     // empty for pools without a bitmap
-};
 
 class Store {
  public:
@@ -109,11 +79,12 @@ class Store {
   // new files first, then the directories).
   Status sync();
 
-  // nullopt when missing, corrupt, or built for another fingerprint or size.
-  Expected<std::optional<Index>> load_index(size_t set, uint64_t fingerprint, size_t bits) const;
-  Status save_index(size_t set, const Index& index);
-  // Writes the cursor and the bitmap word that holds `bit`.
-  Status save_index_word(size_t set, const Index& index, size_t bit);
+  // The index file of range set `set` (its format: index.h); nullopt when missing.
+  Expected<std::optional<std::string>> read_index(size_t set) const;
+  // Replaces it atomically, but does not sync it: the index is a hint.
+  Status write_index(size_t set, const std::string& content);
+  // Overwrites parts of it in place, (offset, bytes) each; not synced either.
+  Status patch_index(size_t set, const std::vector<std::pair<off_t, std::string>>& parts);
 
   // Removes the temporaries a killed call can leave (one fixed name per directory); cheap,
   // for every ADD and DEL.
@@ -121,9 +92,6 @@ class Store {
   // Removes every temporary, also those of older versions (".tmp-<pid>-<n>"): lists the
   // directories, for sweeps and GC.
   Status remove_temporaries();
-
-  // The file name of an attachment's record (exposed for tests).
-  static std::string record_name(const Owner& owner);
 
  private:
   explicit Store(std::string dir) : dir_(std::move(dir)) {}

@@ -74,7 +74,7 @@ TEST(Store, RecordsRoundTripAndHostileIfnamesStayInside) {
   // ifnames may hold bytes libcni allows: none may reach the path.
   for (const char* ifname : {"eth0", "..", "a\\b", "\xff\xfe", "x/../../y", "net*1"}) {
     Owner owner{"c1", ifname};
-    std::string name = Store::record_name(owner);
+    std::string name = record_name(owner);
     EXPECT_EQ(name.find('/'), std::string::npos) << name;
     EXPECT_NE(name, "..");
     ASSERT_TRUE(store->write_record({owner, "/ns", {ip("10.1.0.2"), ip("fd00::2")}}));
@@ -89,41 +89,23 @@ TEST(Store, RecordsRoundTripAndHostileIfnamesStayInside) {
   EXPECT_EQ(store->list_records()->size(), 5U);
   // A long container id still gives a valid, distinct file name.
   std::string long_id(300, 'a');
-  EXPECT_LT(Store::record_name({long_id, "eth0"}).size(), 255U);
-  EXPECT_NE(Store::record_name({long_id, "eth0"}), Store::record_name({long_id + "b", "eth0"}));
+  EXPECT_LT(record_name({long_id, "eth0"}).size(), 255U);
+  EXPECT_NE(record_name({long_id, "eth0"}), record_name({long_id + "b", "eth0"}));
   ASSERT_TRUE(store->write_record({{long_id, "eth0"}, "", {}}));
   EXPECT_TRUE(*store->read_record({long_id, "eth0"}));
   EXPECT_FALSE(*store->read_record({long_id + "b", "eth0"}));
 }
 
-TEST(Store, IndexRoundTripsAndRejectsMismatches) {
+TEST(Store, IndexFilesAreKeptAsBytes) {
   TempDir tmp;
   auto store = Store::open(tmp.path() + "/net");
   ASSERT_TRUE(store);
-  EXPECT_FALSE(*store->load_index(0, 42, 100));
-  Index index;
-  index.fingerprint = 42;
-  index.cursor = (u128{1} << 70) + 5;
-  index.taken = Bitmap(100);
-  index.taken.set(7);
-  ASSERT_TRUE(store->save_index(0, index));
-  auto loaded = store->load_index(0, 42, 100);
-  ASSERT_TRUE(loaded && *loaded);
-  EXPECT_EQ((*loaded)->cursor, index.cursor);
-  EXPECT_TRUE((*loaded)->taken.test(7));
-  EXPECT_FALSE(*store->load_index(0, 43, 100));  // other config
-  EXPECT_FALSE(*store->load_index(0, 42, 101));  // other size
-
-  index.taken.set(99);
-  index.cursor = 3;
-  ASSERT_TRUE(store->save_index_word(0, index, 99));
-  loaded = store->load_index(0, 42, 100);
-  EXPECT_TRUE((*loaded)->taken.test(99));
-  EXPECT_EQ((*loaded)->cursor, 3U);
-
-  // A truncated index (a crash, a full disk) is not trusted.
-  ASSERT_EQ(truncate((tmp.path() + "/net/index/0").c_str(), 70), 0);
-  EXPECT_FALSE(*store->load_index(0, 42, 100));
+  EXPECT_FALSE(*store->read_index(0));
+  ASSERT_TRUE(store->write_index(0, "0123456789"));
+  ASSERT_TRUE(store->patch_index(0, {{2, "ab"}, {8, "z"}}));
+  EXPECT_EQ(**store->read_index(0), "01ab4567z9");
+  EXPECT_EQ(mode_of(tmp.path() + "/net/index/0"), 0600U);
+  EXPECT_FALSE(store->patch_index(1, {{0, "x"}}));  // in place only: no file, an error
 }
 
 TEST(Store, TemporariesAreRemoved) {

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "base/hex.h"
 #include "ipam/etcd.h"
+#include "ipam/http_client.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
