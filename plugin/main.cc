@@ -27,8 +27,8 @@ rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
 }
 
 int rdma_netns_mode(int argc, char** argv) {
-  using rdmanet::rdma::NetnsMode;
   using rdmanet::rdma::kNetnsModeNames;
+  using rdmanet::rdma::NetnsMode;
   std::optional<NetnsMode> want;
   if (argc == 3) {
     want = rdmanet::value_of(kNetnsModeNames, argv[2]);
