@@ -207,7 +207,14 @@ int cluster_main(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "cluster") {
-    return rdmanet::ipam::cluster_main({argv + 2, argv + argc});
+    // The operator's command line: a bug (or no memory) is a message and status 1, not an
+    // abort. (CNI calls are guarded the same way inside plugin_main.)
+    try {
+      return rdmanet::ipam::cluster_main({argv + 2, argv + argc});
+    } catch (const std::exception& e) {
+      std::cerr << "rdmanet-ipam cluster: internal error: " << e.what() << "\n";
+      return 1;
+    }
   }
   if (argc >= 2 && std::string(argv[1]) == "validate") {
     // Checks the ipam sections of type rdmanet-ipam in example and deployment configs.

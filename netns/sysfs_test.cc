@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "netns/test_util.h"
+
 namespace rdmanet::netns {
 namespace {
 
@@ -32,35 +34,17 @@ class SysfsTest : public ::testing::Test {
     vf("0000:3b:00.0", 0, "0000:3b:00.2");
     vf("0000:3b:00.0", 1, "0000:3b:00.3");
 
-    std::string sf = root_ + "/devices/pci0000:3a/0000:3b:00.0/mlx5_core.sf.2";
-    fs::create_directories(sf + "/net/enp59s0f0s2");
-    fs::create_directories(root_ + "/bus/auxiliary/devices");
-    fs::create_directory_symlink("../../../devices/pci0000:3a/0000:3b:00.0/mlx5_core.sf.2",
-                                 root_ + "/bus/auxiliary/devices/mlx5_core.sf.2");
+    testing::FakeSysfs(root_).aux("0000:3b:00.0", "mlx5_core.sf.2", {"enp59s0f0s2"});
   }
 
   void TearDown() override { fs::remove_all(base_); }
 
   void pci(const std::string& addr, const std::string& driver,
            const std::vector<std::string>& netdevs) {
-    std::string dev = root_ + "/devices/pci0000:3a/" + addr;
-    fs::create_directories(dev);
-    for (const auto& name : netdevs) {
-      fs::create_directories(fs::path(dev) / "net" / name);
-    }
-    if (!driver.empty()) {
-      fs::create_directories(root_ + "/bus/pci/drivers/" + driver);
-      fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dev + "/driver");
-    }
-    fs::create_directories(root_ + "/bus/pci/devices");
-    fs::create_directory_symlink("../../../devices/pci0000:3a/" + addr,
-                                 root_ + "/bus/pci/devices/" + addr);
+    testing::FakeSysfs(root_).pci(addr, driver, netdevs);
   }
-
   void vf(const std::string& pf, int index, const std::string& vf_addr) {
-    std::string dir = root_ + "/devices/pci0000:3a/";
-    fs::create_directory_symlink("../" + vf_addr, dir + pf + "/virtfn" + std::to_string(index));
-    fs::create_directory_symlink("../" + pf, dir + vf_addr + "/physfn");
+    testing::FakeSysfs(root_).vf(pf, index, vf_addr);
   }
 
   std::string base_;

@@ -96,4 +96,40 @@ void KernelTest::make_veth(TestNetns& a, const std::string& name_a, TestNetns& b
   a.ip("link add " + name_a + " type veth peer name " + name_b + " netns " + b.name());
 }
 
+void FakeSysfs::pci(const std::string& addr, const std::string& driver,
+                    const std::vector<std::string>& netdevs) {
+  namespace fs = std::filesystem;
+  std::string dev = root_ + "/devices/pci0000:3a/" + addr;
+  fs::create_directories(dev);
+  for (const auto& name : netdevs) {
+    fs::create_directories(fs::path(dev) / "net" / name);
+  }
+  if (!driver.empty()) {
+    fs::create_directories(root_ + "/bus/pci/drivers/" + driver);
+    fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dev + "/driver");
+  }
+  fs::create_directories(root_ + "/bus/pci/devices");
+  fs::create_directory_symlink("../../../devices/pci0000:3a/" + addr,
+                               root_ + "/bus/pci/devices/" + addr);
+}
+
+void FakeSysfs::vf(const std::string& pf, int index, const std::string& vf_addr) {
+  namespace fs = std::filesystem;
+  std::string dir = root_ + "/devices/pci0000:3a/";
+  fs::create_directory_symlink("../" + vf_addr, dir + pf + "/virtfn" + std::to_string(index));
+  fs::create_directory_symlink("../" + pf, dir + vf_addr + "/physfn");
+}
+
+void FakeSysfs::aux(const std::string& parent, const std::string& id,
+                    const std::vector<std::string>& netdevs) {
+  namespace fs = std::filesystem;
+  std::string rel = "devices/pci0000:3a/" + parent + "/" + id;
+  fs::create_directories(root_ + "/" + rel);
+  for (const auto& name : netdevs) {
+    fs::create_directories(fs::path(root_) / rel / "net" / name);
+  }
+  fs::create_directories(root_ + "/bus/auxiliary/devices");
+  fs::create_directory_symlink("../../../" + rel, root_ + "/bus/auxiliary/devices/" + id);
+}
+
 }  // namespace rdmanet::netns::testing

@@ -54,6 +54,27 @@ class KernelTest : public ::testing::Test {
   std::vector<std::unique_ptr<TestNetns>> namespaces_;
 };
 
+// A fake /sys under `root`, laid out like the real one: devices under <root>/devices, the
+// symlinks to them from <root>/bus/*/devices, driver and physfn/virtfn symlinks between
+// them. A test double: the build machines have no PCI NICs, VFs or auxiliary devices.
+class FakeSysfs {
+ public:
+  explicit FakeSysfs(std::string root) : root_(std::move(root)) {}
+  const std::string& root() const { return root_; }
+
+  // PCI function `addr` bound to `driver` (none when empty) with these netdevs.
+  void pci(const std::string& addr, const std::string& driver,
+           const std::vector<std::string>& netdevs);
+  // Makes `vf_addr` VF number `index` of PF `pf` (both made with pci()).
+  void vf(const std::string& pf, int index, const std::string& vf_addr);
+  // Auxiliary device `id` (a scalable function) of PCI function `parent`, with these netdevs.
+  void aux(const std::string& parent, const std::string& id,
+           const std::vector<std::string>& netdevs);
+
+ private:
+  std::string root_;
+};
+
 // Unwraps an Expected in a test, failing with its message.
 #define ASSERT_OK(expr)                                                   \
   do {                                                                    \

@@ -76,36 +76,14 @@ class ResolveDevice : public netns::testing::KernelTest {
 
   void pci(const std::string& addr, const std::string& driver,
            const std::vector<std::string>& netdevs) {
-    std::string dev = root_ + "/devices/pci0000:3a/" + addr;
-    fs::create_directories(dev);
-    for (const auto& name : netdevs) {
-      fs::create_directories(fs::path(dev) / "net" / name);
-    }
-    if (!driver.empty()) {
-      fs::create_directories(root_ + "/bus/pci/drivers/" + driver);
-      fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dev + "/driver");
-    }
-    fs::create_directories(root_ + "/bus/pci/devices");
-    fs::create_directory_symlink("../../../devices/pci0000:3a/" + addr,
-                                 root_ + "/bus/pci/devices/" + addr);
+    netns::testing::FakeSysfs(root_).pci(addr, driver, netdevs);
   }
-
   void vf(const std::string& pf, int index, const std::string& vf_addr) {
-    std::string dir = root_ + "/devices/pci0000:3a/";
-    fs::create_directory_symlink("../" + vf_addr, dir + pf + "/virtfn" + std::to_string(index));
-    fs::create_directory_symlink("../" + pf, dir + vf_addr + "/physfn");
+    netns::testing::FakeSysfs(root_).vf(pf, index, vf_addr);
   }
-
   // An auxiliary device (a scalable function) of PCI function 0000:3b:00.0.
   void aux(const std::string& id, const std::vector<std::string>& netdevs) {
-    std::string dev = root_ + "/devices/pci0000:3a/0000:3b:00.0/" + id;
-    fs::create_directories(dev);
-    for (const auto& name : netdevs) {
-      fs::create_directories(fs::path(dev) / "net" / name);
-    }
-    fs::create_directories(root_ + "/bus/auxiliary/devices");
-    fs::create_directory_symlink("../../../devices/pci0000:3a/0000:3b:00.0/" + id,
-                                 root_ + "/bus/auxiliary/devices/" + id);
+    netns::testing::FakeSysfs(root_).aux("0000:3b:00.0", id, netdevs);
   }
 
   Expected<HostDevice> resolve(const DeviceSelector& selector) {
