@@ -50,10 +50,11 @@ struct Recorder {
   }
 };
 
-Run run(const Plugin& plugin, std::map<std::string, std::string> env, const std::string& input) {
+Run run(const Plugin& plugin, const std::map<std::string, std::string>& env,
+        const std::string& input) {
   std::istringstream in(input);
   std::ostringstream out;
-  auto getenv = [env](const std::string& name) -> std::optional<std::string> {
+  auto getenv = [&env](const std::string& name) -> std::optional<std::string> {
     auto it = env.find(name);
     if (it == env.end()) {
       return std::nullopt;

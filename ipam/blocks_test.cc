@@ -13,6 +13,7 @@ using testing::ipam_with;
 
 std::vector<std::string> strs(const std::vector<Prefix>& blocks) {
   std::vector<std::string> out;
+  out.reserve(blocks.size());
   for (const auto& b : blocks) {
     out.push_back(b.str());
   }

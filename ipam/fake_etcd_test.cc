@@ -13,6 +13,7 @@ using Target = Compare::Target;
 
 std::vector<std::string> keys_of(const std::vector<KeyValue>& kvs) {
   std::vector<std::string> out;
+  out.reserve(kvs.size());
   for (const auto& kv : kvs) {
     out.push_back(kv.key);
   }

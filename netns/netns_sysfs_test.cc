@@ -13,7 +13,7 @@ namespace rdmanet::netns {
 namespace {
 
 namespace fs = std::filesystem;
-using std::chrono_literals::operator""ms;
+using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace): 5000ms
 using testing::KernelTest;
 
 class NetnsSysfsTest : public KernelTest {};

@@ -110,7 +110,7 @@ TEST_F(Rdmanet, HostileEnvironmentAndStdinLeaveTheNodeUnchanged) {
   std::string pod = make_pod();
   const std::string netns = "/run/netns/" + pod;
   const std::string good = conf({{"device", port}}).dump();
-  std::string big_id(10 * 1024, 'c');
+  std::string big_id(size_t{10} * 1024, 'c');
   json wrong_version = conf({{"device", port}});
   wrong_version["cniVersion"] = "9.9.9";
   json no_version = conf({{"device", port}});

@@ -136,11 +136,13 @@ TEST_F(Rdmanet, ConcurrentAddsForOneDeviceHandItToOnePod) {
   auto [port, peer] = make_ports();
   constexpr int kPods = 4;
   std::vector<std::string> pods;
+  pods.reserve(kPods);
   for (int i = 0; i < kPods; ++i) {
     pods.push_back(make_pod());
   }
   std::vector<Output> results(kPods);
   std::vector<std::thread> threads;
+  threads.reserve(kPods);
   for (int i = 0; i < kPods; ++i) {
     // (clang 14 cannot capture a structured binding.)
     threads.emplace_back([&, i, device = port] {

@@ -10,6 +10,8 @@ tests/deps.sh all
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ninja -C build
 tests/check_format.sh
+# clang-tidy on what changed since the last full clean run (.ci/tidy-clean; see the script).
+tests/tidy.sh build --changed
 (cd build && ctest --output-on-failure --timeout 300 -j2)
 
 # Sanitizers and fuzzing, in one clang build where everything has ASan+UBSan
