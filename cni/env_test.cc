@@ -9,7 +9,7 @@
 namespace rdmanet::cni {
 namespace {
 
-Getenv fake_env(std::map<std::string, std::string> vars) {
+Getenv fake_env(const std::map<std::string, std::string>& vars) {
   return [vars](const std::string& name) -> std::optional<std::string> {
     auto it = vars.find(name);
     if (it == vars.end()) {

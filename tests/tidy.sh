@@ -5,7 +5,8 @@
 #
 #   tests/tidy.sh BUILD_DIR               every C++ source of the layers (~11 min on 2 cores)
 #   tests/tidy.sh BUILD_DIR --changed     only what changed since the last full clean run
-#   tests/tidy.sh BUILD_DIR --record      every source, and on success writes .ci/tidy-clean
+#   tests/tidy.sh BUILD_DIR --record      what --changed checks, and on success writes
+#                                         .ci/tidy-clean (a full run when there is none)
 #   tests/tidy.sh BUILD_DIR FILE...       those files
 #
 # .ci/tidy-clean lists the git blob id of every source and header a full run found clean,
@@ -45,7 +46,7 @@ esac
 if [ "$mode" != files ] || [ $# -eq 0 ]; then
   set -- $(all_sources)
 fi
-if [ "$mode" = changed ] && [ -f "$list" ]; then
+if [ "$mode" != files ] && [ -f "$list" ]; then
   now=$(mktemp)
   fingerprint >"$now"
   if [ "$(head -2 "$now")" = "$(head -2 "$list")" ]; then
@@ -63,11 +64,12 @@ if [ "$mode" = changed ] && [ -f "$list" ]; then
     echo "tidy: clang-tidy or .clang-tidy changed since $list was recorded: every file"
   fi
   rm -f "$now"
-elif [ "$mode" = changed ]; then
+elif [ "$mode" != files ]; then
   echo "tidy: no $list: every file"
 fi
 if [ $# -eq 0 ]; then
   echo "clang-tidy: nothing to check"
+  [ "$mode" = record ] && fingerprint >"$list" && echo "tidy: recorded $list"
   exit 0
 fi
 
