@@ -25,6 +25,39 @@ const char* json_type_name(const json& value) {
   }
 }
 
+bool json_nested_deeper_than(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) {
+        return true;
+      }
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+json parse_json(std::string_view text) {
+  if (json_nested_deeper_than(text)) {
+    return json(json::value_t::discarded);
+  }
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 Fields::Fields(const json& obj, std::string where, ErrorKind kind)
     : obj_(obj), where_(std::move(where)), kind_(kind), is_object_(obj.is_object()) {}
 

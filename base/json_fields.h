@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -82,6 +83,19 @@ class Fields {
 
 // "string", "number", ... for messages.
 const char* json_type_name(const nlohmann::json& value);
+
+// How deep a document rdmanet reads may nest. CNI configs, results and rdmanet's own files
+// are a few levels deep; the limit is far below where copying or destroying a document
+// would exhaust the stack (about 70,000 levels of objects, inside the 4 MiB stdin limit).
+inline constexpr size_t kMaxJsonDepth = 64;
+
+// Whether `text` opens more than `max_depth` objects or arrays inside each other. Linear,
+// without recursion; strings (and escapes in them) are skipped.
+bool json_nested_deeper_than(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
+// json::parse without exceptions: a discarded value when `text` is not JSON or nests
+// deeper than kMaxJsonDepth. Every document rdmanet reads goes through here.
+nlohmann::json parse_json(std::string_view text);
 
 template <class T>
 Fields& Fields::integer_in(const std::string& key, long long min, long long max, T* out) {

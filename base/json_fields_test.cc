@@ -113,5 +113,26 @@ TEST(Fields, ANonObjectHasNoFields) {
   EXPECT_EQ(s, "kept");
 }
 
+// Deep nesting would exhaust the stack when a document is copied or destroyed (about 70,000
+// levels crashed both binaries): refused before parsing, in linear time.
+TEST(ParseJson, RefusesDocumentsNestedTooDeep) {
+  auto nested = [](size_t depth, char open, char close) {
+    return std::string(depth, open) + std::string(depth, close);
+  };
+  EXPECT_FALSE(parse_json(nested(kMaxJsonDepth, '[', ']')).is_discarded());
+  EXPECT_TRUE(parse_json(nested(kMaxJsonDepth + 1, '[', ']')).is_discarded());
+  std::string deep;
+  for (int i = 0; i < 70000; ++i) {
+    deep += "{\"a\":";
+  }
+  deep += "1" + std::string(70000, '}');
+  EXPECT_TRUE(json_nested_deeper_than(deep));
+  EXPECT_TRUE(parse_json(deep).is_discarded());
+  // Brackets inside strings (and escaped quotes) are not nesting.
+  EXPECT_FALSE(json_nested_deeper_than("{\"k\": \"" + std::string(1000, '[') + "\\\"\"}"));
+  EXPECT_EQ(parse_json("{\"k\": \"[[[\"}")["k"], "[[[");
+  EXPECT_TRUE(parse_json("{").is_discarded());
+}
+
 }  // namespace
 }  // namespace rdmanet

@@ -45,7 +45,7 @@ Status parse_valid_attachments(const json& doc, std::vector<AttachmentRef>* out)
 }  // namespace
 
 std::string peek_cni_version(const std::string& text) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json doc = parse_json(text);
   if (doc.is_object() && doc.contains("cniVersion") && doc["cniVersion"].is_string()) {
     std::string v = doc["cniVersion"].get<std::string>();
     if (is_supported(v)) {
@@ -57,7 +57,12 @@ std::string peek_cni_version(const std::string& text) {
 
 Expected<NetConf> parse_netconf(const std::string& text) {
   NetConf conf;
-  conf.raw = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json_nested_deeper_than(text)) {
+    return Error(ErrorKind::kDecode,
+                 "network config on stdin nests objects or arrays deeper than " +
+                     std::to_string(kMaxJsonDepth) + " levels");
+  }
+  conf.raw = parse_json(text);
   if (conf.raw.is_discarded()) {
     return Error(ErrorKind::kDecode, "network config on stdin is not valid JSON");
   }

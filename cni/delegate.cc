@@ -225,7 +225,7 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
     return std::move(exit.out);
   }
   // A failing plugin prints {code, msg, details}; pass its code on.
-  auto doc = nlohmann::json::parse(exit.out, nullptr, /*allow_exceptions=*/false);
+  auto doc = parse_json(exit.out);
   if (doc.is_object()) {
     Fields f(doc, type);
     int code = 0;
@@ -247,7 +247,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
                               const std::string& stdin_text, const std::string& cni_version,
                               const DelegateOptions& options) {
   TRY_ASSIGN(std::string out, exec_plugin(type, Command::kAdd, env, stdin_text, options));
-  auto doc = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  auto doc = parse_json(out);
   if (doc.is_discarded() || !doc.is_object()) {
     return Error(ErrorKind::kDelegate,
                  "ADD via " + type + ": result is not a JSON object: \"" + tail(out, 200) + "\"");

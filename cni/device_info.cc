@@ -14,6 +14,7 @@
 
 #include "base/fd.h"
 #include "base/files.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::cni {
 
@@ -160,7 +161,7 @@ Status write_device_info(const std::string& path, const DeviceInfo& info) {
   json doc = json::object();
   // An empty file is no document, not a broken one.
   if (text && text->find_first_not_of(" \t\r\n") != std::string::npos) {
-    json existing = json::parse(*text, nullptr, false);
+    json existing = parse_json(*text);
     if (std::string why = unusable(existing); why.empty()) {
       doc = std::move(existing);
     } else {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <vector>
+
+#include "base/hex.h"
 
 namespace rdmanet::cni {
 
@@ -115,13 +118,61 @@ Expected<CniArgs> parse_cni_args(const std::string& text, const std::vector<std:
   return args;
 }
 
+namespace {
+
+// The code points of a UTF-8 string; std::nullopt when it is not well-formed UTF-8 (an
+// overlong form, a surrogate, a truncated or stray continuation byte).
+std::optional<std::vector<char32_t>> utf8_code_points(const std::string& text) {
+  std::vector<char32_t> out;
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
+    if (len == 0 || i + len > text.size()) {
+      return std::nullopt;
+    }
+    char32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto cont = static_cast<unsigned char>(text[i + k]);
+      if ((cont >> 6) != 0x2) {
+        return std::nullopt;
+      }
+      cp = (cp << 6) | (cont & 0x3F);
+    }
+    static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return std::nullopt;
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+// Go's unicode.IsSpace beyond ASCII, which libcni applies to interface names.
+bool is_unicode_space(char32_t cp) {
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+}  // namespace
+
 Status validate_ifname(const std::string& name) {
-  auto invalid = [&](const std::string& why) {
-    return Error(ErrorKind::kInvalidEnvironment, "CNI_IFNAME \"" + name + "\": " + why);
-  };
   if (name.empty()) {
     return Error(ErrorKind::kInvalidEnvironment, "CNI_IFNAME is empty");
   }
+  auto code_points = utf8_code_points(name);
+  if (!code_points) {
+    // Not echoed: the error reply is JSON, which carries UTF-8 only.
+    return Error(ErrorKind::kInvalidEnvironment,
+                 "CNI_IFNAME (hex " + hex(name.substr(0, 32)) + ") is not UTF-8");
+  }
+  auto invalid = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidEnvironment, "CNI_IFNAME \"" + name + "\": " + why);
+  };
   if (name.size() > 15) {
     return invalid("longer than 15 bytes");
   }
@@ -129,11 +180,18 @@ Status validate_ifname(const std::string& name) {
     return invalid("is . or ..");
   }
   for (unsigned char c : name) {
-    // Go's unicode.IsSpace on the Latin-1 range, plus NUL which the kernel cannot take.
-    if (c == '/' || c == ':' || c == ' ' || (c >= '\t' && c <= '\r') || c == 0x85 || c == 0xA0 ||
-        c == 0) {
+    // libcni's rules, and the kernel's dev_valid_name: its isspace() also holds for the
+    // byte 0xA0, which appears inside some UTF-8 sequences.
+    if (c == '/' || c == ':' || c == ' ' || (c >= '\t' && c <= '\r') || c == 0xA0 || c == 0) {
       return invalid("contains '/', ':' or white space");
     }
+    // The kernel expands a '%' (net%d becomes net0): the pod would get another name.
+    if (c == '%') {
+      return invalid("contains '%', which the kernel replaces with a number");
+    }
+  }
+  if (std::any_of(code_points->begin(), code_points->end(), is_unicode_space)) {
+    return invalid("contains white space");
   }
   return ok_status();
 }

@@ -116,12 +116,29 @@ TEST(Environment, HostileContainerIdsAreRejected) {
   }
 }
 
+// Bytes that are not UTF-8 cannot be echoed in a JSON reply: 4, with the name in hex.
+TEST(InterfaceName, NonUtf8IsAnInvalidEnvironment) {
+  for (const std::string& bad : {std::string("net\xff"), std::string("\xc3"),
+                                 std::string("\xc0\xae"), std::string("\xed\xa0\x80")}) {
+    auto s = validate_ifname(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(error_code(s.error()), 4);
+    EXPECT_NE(s.error().msg().find("not UTF-8"), std::string::npos) << s.error().msg();
+    EXPECT_EQ(s.error().msg().find(bad), std::string::npos) << "raw bytes echoed";
+  }
+  // UTF-8 names the kernel and libcni both keep verbatim.
+  for (const std::string& good :
+       {std::string("net\u00e9"), std::string("\u00c5\u00c5"), std::string("rail\u2461")}) {
+    EXPECT_TRUE(validate_ifname(good).ok()) << good;
+  }
+}
+
 TEST(InterfaceName, FollowsLibcni) {
   EXPECT_TRUE(validate_ifname("net1").ok());
   EXPECT_TRUE(validate_ifname("a23456789012345").ok());  // 15 bytes
-  for (const std::string& bad :
-       std::vector<std::string>{"", "a234567890123456", ".", "..", "a/b", "a:b", "a b", "a\tb",
-                                "a\nb", std::string("a\0b", 3)}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "", "a234567890123456", ".", "..", "a/b", "a:b", "a b", "a\tb", "a\nb",
+           std::string("a\0b", 3), "net%d", "%s%s%n", "net\u00a0", "net\u2003", "a\xa0"}) {
     auto s = validate_ifname(bad);
     ASSERT_FALSE(s.ok()) << "accepted \"" << bad << "\"";
     EXPECT_EQ(error_code(s.error()), 4);

@@ -126,8 +126,14 @@ void configure_logging(const NetConf& conf, const std::string& context) {
       file_error = e.what();
     }
   }
+  // The context comes from the call (network, container, ifname): a '%' in it must stay a
+  // character, not become a pattern flag.
+  std::string literal;
+  for (char c : context) {
+    literal += c == '%' ? std::string("%%") : std::string(1, c);
+  }
   install(std::move(sinks), to_spdlog(conf.log_level),
-          "%Y-%m-%dT%H:%M:%S.%e %l " + g_plugin + "[%P] " + context + ": %v");
+          "%Y-%m-%dT%H:%M:%S.%e %l " + g_plugin + "[%P] " + literal + ": %v");
   if (!file_error.empty()) {
     spdlog::warn("cannot open logFile {}: {}", conf.log_file, file_error);
   }

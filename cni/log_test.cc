@@ -37,6 +37,25 @@ TEST(Log, FileIsPrivateAndControlBytesAreEscaped) {
   EXPECT_EQ(st.st_mode & 0777, 0600U);
 }
 
+// A '%' in what the call names (an interface, on a STATUS or GC call that does not check it)
+// stays text in the line prefix; it must not become a pattern flag.
+TEST(Log, PercentInTheContextIsText) {
+  testutil::TempDir tmp{"rdmanet-log"};
+  NetConf conf;
+  conf.log_file = tmp.path() + "/rdmanet.log";
+  conf.log_level = LogLevel::kInfo;
+  init_logging("rdmanet-test");
+  configure_logging(conf, "GC net c/net%d%v%n");
+  spdlog::error("the message");
+  spdlog::default_logger()->flush();
+  init_logging("rdmanet-test");
+
+  std::ifstream in(conf.log_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("GC net c/net%d%v%n: the message"), std::string::npos) << text.str();
+}
+
 TEST(Log, MissingDirectoriesAreCreatedPrivate) {
   testutil::TempDir tmp{"rdmanet-log"};
   NetConf conf;

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "base/json_fields.h"
 #include "cni/error_code.h"
 
 namespace rdmanet::cni {
@@ -54,7 +55,7 @@ Status validate_file(const Validator& v, const std::string& path) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, false);
+  json doc = parse_json(ss.str());
   if (doc.is_discarded()) {
     return Error(ErrorKind::kDecode, "not valid JSON");
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hex.h"
+#include "base/json_fields.h"
 #include "ipam/blocks.h"
 #include "ipam/pool.h"
 
@@ -111,7 +112,7 @@ Expected<int64_t> ClusterBlocks::pinned_sizes(const std::vector<KeyValue>& kvs) 
     return Error(ErrorKind::kTryAgainLater,
                  "the block sizes of network " + network_ + " vanished from etcd (" + key + ")");
   }
-  json theirs = json::parse(sizes->value, nullptr, false);
+  json theirs = parse_json(sizes->value);
   if (theirs != mine) {
     return Error(ErrorKind::kInvalidConfig,
                  "ipam.cluster.blockSize/blockSizeV6 (" + mine.dump() + ") differ from the sizes " +

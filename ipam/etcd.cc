@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/hex.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::ipam {
 
@@ -73,7 +74,7 @@ Expected<std::string> EtcdClient::call(const std::string& path, const std::strin
       } else {
         // grpc-gateway: {"error": ..., "message": ..., "code": <grpc code>}; 5xx is
         // unavailable / deadline exceeded / internal (no leader, leader changed).
-        json doc = json::parse(answer->body, nullptr, false);
+        json doc = parse_json(answer->body);
         std::string message =
             doc.is_object() && doc.contains("message") && doc["message"].is_string()
                 ? doc["message"].get<std::string>()
@@ -165,7 +166,7 @@ Expected<int64_t> header_revision(const json& doc) {
 }  // namespace
 
 Expected<std::vector<KeyValue>> decode_range_response(const std::string& body) {
-  json doc = json::parse(body, nullptr, false);
+  json doc = parse_json(body);
   if (!doc.is_object()) {
     return Error(ErrorKind::kIo, "etcd answered a range with something that is not JSON");
   }
@@ -205,7 +206,7 @@ Expected<std::vector<KeyValue>> decode_range_response(const std::string& body) {
 }
 
 Expected<TxnResult> decode_txn_response(const std::string& body) {
-  json doc = json::parse(body, nullptr, false);
+  json doc = parse_json(body);
   if (!doc.is_object()) {
     return Error(ErrorKind::kIo, "etcd answered a txn with something that is not JSON");
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "base/json_fields.h"
 #include "ipam/blocks.h"
 
 namespace rdmanet::ipam {
@@ -62,7 +63,7 @@ std::string block_value(const std::string& node) {
 }
 
 std::string block_owner(const std::string& value, std::string* claimed_at) {
-  json doc = json::parse(value, nullptr, false);
+  json doc = parse_json(value);
   if (!doc.is_object() || !doc.contains("node") || !doc["node"].is_string()) {
     return "";
   }

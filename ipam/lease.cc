@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hex.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::ipam {
 
@@ -53,7 +54,7 @@ std::string format_lease(const Lease& lease) {
 Lease parse_lease(const IpAddr& ip, const std::string& text) {
   Lease lease;
   lease.ip = ip;
-  json doc = json::parse(text, nullptr, false);
+  json doc = parse_json(text);
   if (!doc.is_object() || str_field(doc, "ip") != ip.str() || get_owner(doc).container_id.empty() ||
       get_owner(doc).ifname.empty()) {
     lease.readable = false;
@@ -78,7 +79,7 @@ std::string format_record(const Record& record) {
 }
 
 std::optional<Record> parse_record(const std::string& text) {
-  json doc = json::parse(text, nullptr, false);
+  json doc = parse_json(text);
   if (!doc.is_object() || !doc.contains("ips") || !doc["ips"].is_array()) {
     return std::nullopt;
   }

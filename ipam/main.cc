@@ -148,7 +148,7 @@ int cluster_main(const std::vector<std::string>& args) {
   std::ifstream in(args[1]);
   std::stringstream text;
   text << in.rdbuf();
-  auto doc = nlohmann::json::parse(text.str(), nullptr, false);
+  auto doc = parse_json(text.str());
   if (!in || !doc.is_object()) {
     std::cerr << args[1] << ": not a readable JSON network config\n";
     return 1;

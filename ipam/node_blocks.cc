@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/json_fields.h"
 
 namespace rdmanet::ipam {
 
@@ -35,7 +36,7 @@ std::string format_node_blocks(const NodeBlocks& blocks, const std::string& node
 
 Expected<NodeBlocks> parse_node_blocks(const std::string& text, const std::string& node,
                                        const std::string& path) {
-  json doc = json::parse(text, nullptr, false);
+  json doc = parse_json(text);
   // Written atomically: anything unreadable is damage, never a torn write.
   if (!doc.is_object() || !doc.contains("node") || !doc["node"].is_string() ||
       !doc.contains("blocks") || !doc["blocks"].is_array() ||

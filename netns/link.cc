@@ -147,8 +147,12 @@ Status check_link_name(const std::string& name) {
     why = "is reserved";
   } else {
     for (char c : name) {
-      if (c == '/' || c == ':' || c == '\0' || std::isspace(static_cast<unsigned char>(c))) {
+      // The kernel's isspace() also holds for the byte 0xA0.
+      if (c == '/' || c == ':' || c == '\0' || std::isspace(static_cast<unsigned char>(c)) ||
+          static_cast<unsigned char>(c) == 0xA0) {
         why = "must not contain '/', ':', NUL or whitespace";
+      } else if (c == '%') {
+        why = "must not contain '%' (the kernel would replace it with a number)";
       }
     }
   }

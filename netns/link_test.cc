@@ -22,6 +22,22 @@ class LinkTest : public KernelTest {};
 
 bool has_link(Rtnl& rtnl, const std::string& name) { return find_link_by_name(rtnl, name).ok(); }
 
+// Names the kernel would not keep verbatim are refused before any request: '%' (expanded
+// to a number), white space including the byte 0xA0 (the kernel's isspace holds for it).
+TEST(LinkName, RefusesWhatTheKernelWouldNotKeep) {
+  EXPECT_TRUE(check_link_name("net1").ok());
+  EXPECT_TRUE(check_link_name("ens1f0v3").ok());
+  for (const std::string& bad :
+       {std::string("net%d"), std::string("a b"), std::string("a\xa0"), std::string("a/b"),
+        std::string("a:b"), std::string(""), std::string("."), std::string(16, 'x')}) {
+    auto s = check_link_name(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    if (!s.ok()) {
+      EXPECT_EQ(s.error().kind(), ErrorKind::kInvalidConfig);
+    }
+  }
+}
+
 TEST_F(LinkTest, FindsByNameIndexAndHwaddr) {
   auto& a = make_netns();
   make_veth(a, "v0", a, "v1");

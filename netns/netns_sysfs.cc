@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "base/json_fields.h"
+
 namespace rdmanet::netns {
 
 namespace {
@@ -134,7 +136,7 @@ Expected<std::string> in_netns_sysfs(const Netns& ns,
                                            ": no answer within " + std::to_string(timeout.count()) +
                                            " ms");
   }
-  auto reply = nlohmann::json::parse(text, nullptr, false);
+  auto reply = parse_json(text);
   if (!reply.is_object() || !reply.contains("ok")) {
     return Error(ErrorKind::kInternal, "reading sysfs in netns " + ns.path() +
                                            ": the reader died (status " + std::to_string(status) +

@@ -110,6 +110,12 @@ TEST_F(Rdmanet, HostileEnvironmentAndStdinLeaveTheNodeUnchanged) {
   std::string pod = make_pod();
   const std::string netns = "/run/netns/" + pod;
   const std::string good = conf({{"device", port}}).dump();
+  // 70,000 nested objects, well inside the 4 MiB stdin limit: crashed both binaries.
+  std::string deep = good.substr(0, good.size() - 1) + ",\"deep\":";
+  for (int i = 0; i < 70000; ++i) {
+    deep += "{\"a\":";
+  }
+  deep += "1" + std::string(70000, '}') + "}";
   std::string big_id(size_t{10} * 1024, 'c');
   json wrong_version = conf({{"device", port}});
   wrong_version["cniVersion"] = "9.9.9";
@@ -150,12 +156,16 @@ TEST_F(Rdmanet, HostileEnvironmentAndStdinLeaveTheNodeUnchanged) {
       {"ifname of 16 chars", {{"CNI_IFNAME", "abcdefghijklmnop"}}, good, 4, "abcdefghijklmnop"},
       {"ifname with a space", {{"CNI_IFNAME", "net 1"}}, good, 4, "net 1"},
       {"ifname with :", {{"CNI_IFNAME", "net:1"}}, good, 4, "net:1"},
+      // The kernel would create net0 from net%d: rollback and DEL would look for "net%d".
+      {"ifname with %", {{"CNI_IFNAME", "net%d"}}, good, 4, "net%d"},
+      {"ifname not UTF-8", {{"CNI_IFNAME", "net\xff"}}, good, 4, "not UTF-8"},
       {"CNI_ARGS without =", {{"CNI_ARGS", "FOO"}}, good, 4, "FOO"},
       {"unknown CNI_ARGS key", {{"CNI_ARGS", "BAR=1"}}, good, 4, "BAR"},
       {"empty stdin", {}, "", 6, "stdin"},
       {"malformed JSON", {}, "{\"cniVersion\": ", 6, "JSON"},
       {"truncated config", {}, good.substr(0, good.size() / 2), 6, "JSON"},
       {"a JSON array", {}, "[1, 2]", 6, "object"},
+      {"70,000 nested objects", {}, deep, 6, "deeper than 64"},
       {"name of the wrong type", {}, name_number.dump(), 7, "name"},
       {"unknown cniVersion", {}, wrong_version.dump(), 1, "9.9.9"},
       {"no cniVersion", {}, no_version.dump(), 1, "cniVersion"},

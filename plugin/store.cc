@@ -40,7 +40,7 @@ Expected<std::optional<json>> read_json_object(const std::string& path, const ch
   if (!text) {
     return std::optional<json>();
   }
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  json doc = parse_json(*text);
   if (!doc.is_object()) {
     return Error(ErrorKind::kState, std::string(what) + " " + path + " is not a JSON object");
   }

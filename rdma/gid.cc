@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/json_fields.h"
 #include "netns/netns_sysfs.h"
 #include "rdma/nldev.h"
 
@@ -215,7 +216,7 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
   };
   TRY_ASSIGN(std::string text,
              netns::in_netns_sysfs(ns, reader, timeout + std::chrono::seconds(10)));
-  TRY_ASSIGN(GidReport report, GidReport::from_json(nlohmann::json::parse(text, nullptr, false)));
+  TRY_ASSIGN(GidReport report, GidReport::from_json(parse_json(text)));
   if (!report.complete()) {
     return Error(
         ErrorKind::kGidTimeout,
