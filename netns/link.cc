@@ -61,6 +61,15 @@ LinkInfo parse_link_unchecked(const nlmsghdr* hdr) {
   if (tb[IFLA_LINK] != nullptr) {
     link.parent_index = static_cast<int>(attr_u32(tb[IFLA_LINK]));
   }
+  if (tb[IFLA_LINK_NETNSID] != nullptr && nla_len(tb[IFLA_LINK_NETNSID]) >= 4) {
+    link.link_netnsid = static_cast<int>(attr_u32(tb[IFLA_LINK_NETNSID]));
+  }
+  if (tb[IFLA_PARENT_DEV_NAME] != nullptr) {
+    link.parent_dev = attr_string(tb[IFLA_PARENT_DEV_NAME]);
+  }
+  if (tb[IFLA_PARENT_DEV_BUS_NAME] != nullptr) {
+    link.parent_bus = attr_string(tb[IFLA_PARENT_DEV_BUS_NAME]);
+  }
   if (tb[IFLA_PROP_LIST] != nullptr) {
     nlattr* prop = nullptr;
     int rem = 0;
@@ -176,11 +185,14 @@ Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
   NlRequest req(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &ifi, sizeof ifi);
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
   std::vector<LinkInfo> links;
-  TRY(rtnl.query(req, "list links", [&](const nlmsghdr* hdr) {
-    if (auto link = decode_link(hdr)) {
-      links.push_back(std::move(*link));
-    }
-  }));
+  TRY(rtnl.dump(
+      req, "list links",
+      [&](const nlmsghdr* hdr) {
+        if (auto link = decode_link(hdr)) {
+          links.push_back(std::move(*link));
+        }
+      },
+      [&] { links.clear(); }));
   return links;
 }
 

@@ -31,6 +31,11 @@ struct LinkInfo {
   std::string alias;                  // IFLA_IFALIAS
   std::vector<std::string> altnames;  // alternative names (udev's enp59s0f0v2 and the like)
   int parent_index = 0;  // IFLA_LINK (macvlan parent, veth peer); may be in another netns
+  // IFLA_LINK_NETNSID: the id, in this link's netns, of the netns parent_index is in; none
+  // when it is the same netns.
+  std::optional<int> link_netnsid;
+  std::string parent_bus;  // IFLA_PARENT_DEV_BUS_NAME ("pci", "auxiliary"); empty for virtual
+  std::string parent_dev;  // IFLA_PARENT_DEV_NAME ("0000:3b:00.2", "mlx5_core.sf.2")
 
   bool up() const;  // administratively up (IFF_UP)
 };

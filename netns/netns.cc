@@ -40,20 +40,26 @@ std::string ns_type_name(int type) {
 }  // namespace
 
 // Checks the open fd rather than the path, so the answer is about the file we hold.
-Expected<Netns> Netns::verify(Fd fd, const std::string& path) {
+Expected<Netns> Netns::verify(Fd fd, const std::string& path, bool* not_a_netns) {
+  auto none = [&](const std::string& why) {
+    if (not_a_netns != nullptr) {
+      *not_a_netns = true;
+    }
+    return invalid(path, why);
+  };
   struct statfs fs {};
   if (fstatfs(fd.get(), &fs) != 0) {
     return invalid(path, std::string("fstatfs: ") + std::strerror(errno));
   }
   if (static_cast<unsigned long>(fs.f_type) != NSFS_MAGIC) {
-    return invalid(path, "not a namespace file (is the netns mounted?)");
+    return none("not a namespace file (is the netns mounted?)");
   }
   int type = ioctl(fd.get(), NS_GET_NSTYPE);
   if (type < 0) {
     return invalid(path, std::string("ioctl NS_GET_NSTYPE: ") + std::strerror(errno));
   }
   if (type != CLONE_NEWNET) {
-    return invalid(path, "is a " + ns_type_name(type) + " namespace, not a network namespace");
+    return none("is a " + ns_type_name(type) + " namespace, not a network namespace");
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) {
@@ -73,6 +79,25 @@ Expected<std::optional<Netns>> Netns::open_if_exists(const std::string& path) {
   }
   TRY_ASSIGN(Netns ns, verify(Fd(fd), path));
   return std::optional<Netns>(std::move(ns));
+}
+
+Expected<std::optional<Netns>> Netns::open_if_still_there(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return std::optional<Netns>();
+    }
+    return invalid(path, std::string("open: ") + std::strerror(errno));
+  }
+  bool not_a_netns = false;
+  auto ns = verify(Fd(fd), path, &not_a_netns);
+  if (!ns) {
+    if (not_a_netns) {
+      return std::optional<Netns>();
+    }
+    return std::move(ns).error();
+  }
+  return std::optional<Netns>(std::move(*ns));
 }
 
 Expected<Netns> Netns::open(const std::string& path) {

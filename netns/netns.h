@@ -23,6 +23,11 @@ class Netns {
   // Like open(), but a path that does not exist is std::nullopt rather than an error: DEL
   // must succeed when the runtime already removed the namespace.
   static Expected<std::optional<Netns>> open_if_exists(const std::string& path);
+  // For teardown: like open_if_exists(), but also std::nullopt when what is at the path is
+  // no longer a network namespace (a file the runtime unmounted, another kind of
+  // namespace). Only failing to look (open, fstatfs, ioctl errors other than ENOENT) is an
+  // error: "could not look" must never read as "gone".
+  static Expected<std::optional<Netns>> open_if_still_there(const std::string& path);
   // The network namespace of the calling thread.
   static Expected<Netns> current();
 
@@ -38,7 +43,9 @@ class Netns {
   Expected<bool> is_current() const;
 
  private:
-  static Expected<Netns> verify(Fd fd, const std::string& path);
+  // A namespace, or why the fd is none: `*not_a_netns` says the fd is readable but is not a
+  // network namespace (as opposed to a failure to look).
+  static Expected<Netns> verify(Fd fd, const std::string& path, bool* not_a_netns = nullptr);
   Netns(Fd fd, std::string path, dev_t dev, ino_t ino)
       : fd_(std::move(fd)), path_(std::move(path)), dev_(dev), ino_(ino) {}
 

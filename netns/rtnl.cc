@@ -107,7 +107,8 @@ int on_error(sockaddr_nl* /*nla*/, nlmsgerr* err, void* arg) {
 
 Expected<Rtnl> Rtnl::open() { return open_protocol(NETLINK_ROUTE, "rtnetlink"); }
 
-Expected<Rtnl> Rtnl::open_protocol(int protocol, const std::string& name) {
+Expected<std::unique_ptr<nl_sock, NlSockFree>> Rtnl::connect(int protocol,
+                                                             const std::string& name) {
   std::unique_ptr<nl_sock, NlSockFree> sock(nl_socket_alloc());
   if (!sock) {
     return Error(ErrorKind::kInternal, "allocate netlink socket: out of memory");
@@ -128,7 +129,21 @@ Expected<Rtnl> Rtnl::open_protocol(int protocol, const std::string& name) {
   setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
   setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
   nl_socket_enable_msg_peek(sock.get());
-  return Rtnl(std::move(sock));
+  return sock;
+}
+
+Expected<Rtnl> Rtnl::open_protocol(int protocol, const std::string& name) {
+  TRY_ASSIGN(auto sock, connect(protocol, name));
+  TRY_ASSIGN(auto origin, Netns::current());
+  return Rtnl(std::move(sock), protocol, name, std::move(origin));
+}
+
+Status Rtnl::reopen() {
+  TRY_ASSIGN(sock_, in_netns(origin_, [&] {
+                      return connect(protocol_, name_);
+                    }).with_context("fresh " + name_ + " socket after a failed request"));
+  broken_ = false;
+  return ok_status();
 }
 
 Status Rtnl::request(const NlRequest& req, const std::string& what) { return query(req, what, {}); }
@@ -137,6 +152,9 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
                    const std::function<void(const nlmsghdr*)>& on_reply) {
   if (!req.ok()) {
     return Error(ErrorKind::kInternal, what + ": netlink message too large");
+  }
+  if (broken_) {
+    TRY(reopen());
   }
   std::unique_ptr<nl_cb, CbFree> cb(nl_cb_alloc(NL_CB_DEFAULT));
   if (!cb) {
@@ -153,6 +171,7 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
   // with NLMSG_DONE.
   int err = nl_send_auto(sock_.get(), req.msg());
   if (err < 0) {
+    broken_ = true;
     return Error(ErrorKind::kKernel, what + ": send: " + nl_geterror(err));
   }
   while (!ex.done) {
@@ -165,13 +184,28 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
       return e;
     }
     if (err == -NLE_DUMP_INTR) {
+      broken_ = true;  // the rest of the dump may still be queued
       return Error(ErrorKind::kTryAgainLater, what + ": dump interrupted by a concurrent change");
     }
     if (err < 0) {
+      broken_ = true;
       return Error(ErrorKind::kKernel, what + ": receive: " + nl_geterror(err));
     }
   }
   return ok_status();
+}
+
+Status Rtnl::dump(const NlRequest& req, const std::string& what,
+                  const std::function<void(const nlmsghdr*)>& on_reply,
+                  const std::function<void()>& restart) {
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    auto s = query(req, what, on_reply);
+    if (s || s.error().kind() != ErrorKind::kTryAgainLater || attempt == kAttempts) {
+      return s;
+    }
+    restart();
+  }
 }
 
 }  // namespace rdmanet::netns

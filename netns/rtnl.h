@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "netns/netns.h"
 
 struct nl_sock;
 struct nl_msg;
@@ -53,6 +54,9 @@ class Rtnl {
   static Expected<Rtnl> open();
   // A socket of another netlink protocol; `name` is what connection errors call it.
   static Expected<Rtnl> open_protocol(int protocol, const std::string& name);
+  // After a send or receive that failed in the middle (not an error answer from the kernel)
+  // libnl's sequence numbers no longer match the kernel's, and every later request on the
+  // socket would fail: the next request gets a fresh socket in the same netns.
 
   // Sends req and waits for the kernel's answer. Failures read "<what>: <strerror>", plus
   // the kernel's extended ack message when it gave one.
@@ -60,11 +64,28 @@ class Rtnl {
   // Sends req (a dump or a get) and calls on_reply for each reply message.
   Status query(const NlRequest& req, const std::string& what,
                const std::function<void(const nlmsghdr*)>& on_reply);
+  // A dump (NLM_F_DUMP) that a concurrent change interrupted is done again from the start,
+  // after `restart` (which drops what the interrupted one delivered), a few times before
+  // it fails with kTryAgainLater: on a busy node other pods' links come and go all the time.
+  Status dump(const NlRequest& req, const std::string& what,
+              const std::function<void(const nlmsghdr*)>& on_reply,
+              const std::function<void()>& restart);
 
  private:
-  explicit Rtnl(std::unique_ptr<nl_sock, NlSockFree> sock) : sock_(std::move(sock)) {}
+  Rtnl(std::unique_ptr<nl_sock, NlSockFree> sock, int protocol, std::string name, Netns origin)
+      : sock_(std::move(sock)),
+        protocol_(protocol),
+        name_(std::move(name)),
+        origin_(std::move(origin)) {}
+  static Expected<std::unique_ptr<nl_sock, NlSockFree>> connect(int protocol,
+                                                                const std::string& name);
+  Status reopen();
 
   std::unique_ptr<nl_sock, NlSockFree> sock_;
+  int protocol_;
+  std::string name_;
+  Netns origin_;  // the netns the socket talks to
+  bool broken_ = false;
 };
 
 }  // namespace rdmanet::netns

@@ -36,13 +36,14 @@ Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentRecord& rec
   if (record.netns.empty()) {
     return std::optional<netns::Netns>();
   }
-  TRY_ASSIGN(auto opened, netns::Netns::open_if_exists(record.netns));
+  TRY_ASSIGN(auto opened, netns::Netns::open_if_still_there(record.netns));
   if (!opened || record.netns_cookie == 0) {
     return opened;
   }
-  if (auto cookie = opened->cookie(); cookie && *cookie != record.netns_cookie) {
+  TRY_ASSIGN(uint64_t cookie, opened->cookie());
+  if (cookie != record.netns_cookie) {
     spdlog::warn("netns {} is no longer the pod's (cookie {}, ADD saw {}): treating it as gone",
-                 record.netns, *cookie, record.netns_cookie);
+                 record.netns, cookie, record.netns_cookie);
     return std::optional<netns::Netns>();
   }
   return opened;
@@ -78,13 +79,8 @@ Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call
 Expected<Attachment> Attachment::for_undo(const std::string& state_dir, AttachmentRecord record,
                                           const cni::Environment& env, int ipam_timeout_seconds) {
   TRY_ASSIGN(auto host, netns::Netns::current());
-  std::optional<netns::Netns> pod;
-  if (auto opened = open_pod_netns(record); opened) {
-    pod = std::move(*opened);
-  } else {
-    spdlog::info("pod netns {} unusable ({}); treating it as gone", record.netns,
-                 opened.error().msg());
-  }
+  // Could not look is not gone: the error keeps the record for the next DEL.
+  TRY_ASSIGN(auto pod, open_pod_netns(record).with_context("pod netns of " + record.id().str()));
   cni::Environment own = env;
   own.container_id = record.container_id;
   own.ifname = record.ifname;

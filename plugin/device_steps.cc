@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "base/json_fields.h"
 #include "netns/link.h"
+#include "netns/link_identity.h"
 #include "netns/netns.h"
 #include "plugin/steps.h"
 
@@ -79,6 +82,25 @@ Status release_hold(Attachment& a, const json& step) {
   return a.store().clear_holder(key, a.rec().id());
 }
 
+namespace {
+
+json identity_to_json(const netns::LinkIdentity& id) {
+  return {{"index", id.index},          {"kind", id.kind},        {"parentBus", id.parent_bus},
+          {"parentDev", id.parent_dev}, {"permMac", id.perm_mac}, {"hostPeer", id.host_peer}};
+}
+
+Expected<netns::LinkIdentity> identity_from_json(const json& doc, const std::string& where) {
+  netns::LinkIdentity id;
+  Fields f(doc, where, ErrorKind::kState);
+  f.integer("index", &id.index).string("kind", &id.kind).string("parentBus", &id.parent_bus);
+  f.string("parentDev", &id.parent_dev).string("permMac", &id.perm_mac);
+  f.integer("hostPeer", &id.host_peer);
+  TRY(f.status());
+  return id;
+}
+
+}  // namespace
+
 Status move_netdev_in(Attachment& a) {
   const LinkInfo& link = a.device().link;
   TRY(a.record(StepKind::kNetdevMove, {{"hostName", link.name},
@@ -88,7 +110,8 @@ Status move_netdev_in(Attachment& a) {
                                        {"alias", link.alias},
                                        {"altnames", link.altnames},
                                        {"wasUp", link.up()},
-                                       {"pci", a.device().pci}}));
+                                       {"pci", a.device().pci},
+                                       {"identity", identity_to_json(netns::identity_of(link))}}));
   TRY_ASSIGN(auto rtnl, Rtnl::open());
   TRY(netns::set_link_down(rtnl, link));
   // Altnames travel with a link and block the move when the target has a link of that
@@ -106,23 +129,38 @@ namespace {
 // What bring_netdev_home reads from the netdev-move record.
 struct HostSettings {
   std::string name;  // the host name
-  int index = 0;     // ifindex (kept across moves unless taken in the target)
+  int index = 0;     // ifindex at ADD
   std::string mac;
   uint32_t mtu = 0;
   std::string alias;
   std::vector<std::string> altnames;
   bool was_up = false;
-  std::string pod_name;  // CNI_IFNAME
-  std::string pod_mac;   // the MAC ADD gave it in the pod, if any
+  netns::LinkIdentity identity;  // weak for records of rdmanet 0.1
+  bool peer_in_host = true;      // see netns::Vantage
+  std::string pod_name;          // CNI_IFNAME
+  std::string pod_mac;           // the MAC ADD gave it in the pod, if any
+
+  // For a weak identity: the names and MACs the device can have had.
+  std::vector<std::string> names() const {
+    return {name, pod_name, "rdmanet" + std::to_string(index), "dev" + std::to_string(index)};
+  }
+  std::vector<std::string> macs() const { return {mac, pod_mac}; }
 };
 
 Expected<HostSettings> host_settings(const AttachmentRecord& rec, const json& step) {
   HostSettings h;
+  json identity;
   Fields f(step, "netdev-move", ErrorKind::kState);
   f.required_string("hostName", &h.name).integer("index", &h.index).string("mac", &h.mac);
   f.integer_in("mtu", 0, 0xffffffffLL, &h.mtu).string("alias", &h.alias);
   f.string_list("altnames", &h.altnames).boolean("wasUp", &h.was_up);
+  f.object("identity", &identity);
   TRY(f.status());
+  TRY(netns::check_link_name(h.name).with_context("netdev-move.hostName"));
+  h.identity.index = h.index;
+  if (identity.is_object()) {
+    TRY_ASSIGN(h.identity, identity_from_json(identity, "netdev-move.identity"));
+  }
   h.pod_name = rec.ifname;
   if (rec.result.is_object()) {
     for (const auto& iface : rec.result.value("interfaces", json::array())) {
@@ -137,42 +175,20 @@ Expected<HostSettings> host_settings(const AttachmentRecord& rec, const json& st
 // The name a device comes home under when its own name is taken in the host.
 std::string fallback_name(const HostSettings& h) { return "rdmanet" + std::to_string(h.index); }
 
-bool has_our_mac(const LinkInfo& link, const HostSettings& h) {
-  std::string mac = link.hwaddr.str();
-  return mac == h.mac || (!h.pod_mac.empty() && mac == h.pod_mac);
-}
-
-// Our device in the pod netns. By index first, accepting only the names it can have there
-// (a failed ADD may have left it under its host name); never just "whatever is called
-// net1": that could be another device of the pod.
-std::optional<LinkInfo> find_in_pod(Rtnl& rtnl, const HostSettings& h) {
-  if (auto link = netns::find_link_by_index(rtnl, h.index);
-      link && (link->name == h.pod_name || link->name == h.name)) {
-    return *link;
+// Our device among the links of the socket's netns `here`: the one link with its identity.
+Expected<std::optional<LinkInfo>> find_device(Rtnl& rtnl, const Netns& here, const Netns& host,
+                                              const HostSettings& h) {
+  TRY_ASSIGN(auto found,
+             netns::find_links(rtnl, here, host, h.identity, h.peer_in_host, h.names(), h.macs()));
+  if (found.size() > 1) {
+    return Error(ErrorKind::kState, "device " + h.name + ": " + std::to_string(found.size()) +
+                                        " links in netns " + here.path() +
+                                        " match its identity; none is moved");
   }
-  for (const std::string& name : {h.name, h.pod_name}) {
-    if (auto link = netns::find_link_by_name(rtnl, name); link && has_our_mac(*link, h)) {
-      return *link;
-    }
+  if (found.empty()) {
+    return std::optional<LinkInfo>();
   }
-  return std::nullopt;
-}
-
-// Our device in the host netns, under any name it can have come back with.
-std::optional<LinkInfo> find_in_host(Rtnl& rtnl, const HostSettings& h) {
-  const std::string names[] = {h.name, h.pod_name, fallback_name(h)};
-  if (auto link = netns::find_link_by_index(rtnl, h.index); link) {
-    bool named = std::find(std::begin(names), std::end(names), link->name) != std::end(names);
-    if (named && (link->name == h.name || has_our_mac(*link, h))) {
-      return *link;
-    }
-  }
-  for (const auto& name : names) {
-    if (auto link = netns::find_link_by_name(rtnl, name); link && has_our_mac(*link, h)) {
-      return *link;
-    }
-  }
-  return std::nullopt;
+  return std::optional<LinkInfo>(std::move(found.front()));
 }
 
 // Out of the pod, preferring the host name. The kernel moves a link under its current name
@@ -181,7 +197,7 @@ std::optional<LinkInfo> find_in_host(Rtnl& rtnl, const HostSettings& h) {
 Status move_home(const HostSettings& h, const Netns& pod, const Netns& host) {
   return in_netns(pod, [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
-    auto link = find_in_pod(rtnl, h);
+    TRY_ASSIGN(auto link, find_device(rtnl, pod, host, h));
     if (!link) {
       return ok_status();  // not in the pod (any more)
     }
@@ -191,7 +207,7 @@ Status move_home(const HostSettings& h, const Netns& pod, const Netns& host) {
       return moved;
     }
     spdlog::warn("return {} as {}: {}", link->name, h.name, moved.error().msg());
-    auto still = find_in_pod(rtnl, h);
+    TRY_ASSIGN(auto still, find_device(rtnl, pod, host, h));
     if (!still) {
       return ok_status();  // it moved; only the rename failed
     }
@@ -238,35 +254,116 @@ Status restore_host_settings(Rtnl& rtnl, LinkInfo link, const HostSettings& h) {
   return h.was_up ? netns::set_link_up(rtnl, link) : ok_status();
 }
 
+// The device is neither in the pod netns nor in the host. That it no longer exists is
+// accepted only where the kernel says so; otherwise the record stays for the next DEL.
+Status device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& h) {
+  const netns::LinkIdentity& id = h.identity;
+  if (!id.strong()) {
+    spdlog::info("device {} (index {}) is not in the host; nothing to restore", h.name, h.index);
+    return ok_status();  // a record of rdmanet 0.1: it cannot tell
+  }
+  if (id.host_peer != 0) {
+    // A veth dies with its peer: with the host end gone, so is the device.
+    auto peer = netns::find_link_by_index(host_rtnl, id.host_peer);
+    if (!peer && peer.error().kind() != ErrorKind::kDeviceNotFound) {
+      return std::move(peer).error();
+    }
+    if (!peer || !peer->link_netnsid || !h.peer_in_host) {
+      spdlog::info("device {} is gone with its peer (index {}), or went with it", h.name,
+                   id.host_peer);
+      return ok_status();
+    }
+  } else if (!id.kind.empty() && !a.pod()) {
+    // A virtual device is deleted with the netns it was in.
+    spdlog::info("device {} ({}) went with the pod netns", h.name, id.kind);
+    return ok_status();
+  }
+  std::string what =
+      "device " + h.name +
+      (id.parent_dev.empty() ? "" : " (" + id.parent_bus + " " + id.parent_dev + ")");
+  if (a.pod()) {
+    return Error(ErrorKind::kTryAgainLater,
+                 what + " is neither in the pod netns " + a.rec().netns +
+                     " nor in the host: the pod moved it into a netns of its own. The record "
+                     "stays; DEL brings it home once that netns is gone");
+  }
+  return Error(ErrorKind::kTryAgainLater,
+               what + " has not come back to the host from the pod netns " + a.rec().netns +
+                   " yet (the kernel returns physical devices when the netns is freed); the "
+                   "record stays for the next DEL");
+}
+
+// A physical device of a dead netns comes back to the host asynchronously, tens to hundreds
+// of milliseconds after the netns is gone.
+Expected<std::optional<LinkInfo>> wait_for_return(Rtnl& rtnl, const Netns& host,
+                                                  const HostSettings& h, bool pod_alive) {
+  const bool physical = h.identity.kind.empty() && h.identity.strong();
+  for (int tries = 0;; ++tries) {
+    TRY_ASSIGN(auto link, find_device(rtnl, host, host, h));
+    if (link || pod_alive || !physical || tries == 20) {
+      return link;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 }  // namespace
 
 Status bring_netdev_home(Attachment& a, const json& step) {
   TRY_ASSIGN(auto h, host_settings(a.rec(), step));
+  if (h.identity.host_peer != 0) {
+    TRY_ASSIGN(auto host_rtnl, Rtnl::open());
+    TRY_ASSIGN(h.peer_in_host, netns::peer_still_in_host(host_rtnl, h.identity));
+  }
   // A dead pod netns has handed a physical device back to the host by itself.
   if (a.pod()) {
     TRY(move_home(h, *a.pod(), a.host()));
   }
   TRY_ASSIGN(auto rtnl, Rtnl::open());
-  auto link = find_in_host(rtnl, h);
+  TRY_ASSIGN(auto link, wait_for_return(rtnl, a.host(), h, a.pod().has_value()));
   if (!link) {
-    spdlog::info("device {} (index {}) is not in the host; nothing to restore", h.name, h.index);
-    return ok_status();
+    return device_missing(a, rtnl, h);
   }
   return restore_host_settings(rtnl, std::move(*link), h);
 }
 
+namespace {
+
+// A macvlan child is ours when its parent is the host device: no link a pod makes can have
+// a parent in the host netns.
+netns::LinkIdentity macvlan_identity(int parent_index) {
+  netns::LinkIdentity id;
+  id.kind = "macvlan";
+  id.host_peer = parent_index;
+  return id;
+}
+
+}  // namespace
+
 Status create_macvlan(Attachment& a) {
   const PluginConf& conf = a.conf();
-  TRY(a.record(StepKind::kMacvlan, {{"name", a.rec().ifname}}));
+  const int parent = a.device().link.index;
+  TRY(a.record(StepKind::kMacvlan, {{"name", a.rec().ifname}, {"parentIndex", parent}}));
   TRY_ASSIGN(auto rtnl, Rtnl::open());
   netns::MacvlanSpec spec;
   spec.name = a.rec().ifname;
-  spec.parent_index = a.device().link.index;
+  spec.parent_index = parent;
   spec.mode = conf.macvlan_mode;
   spec.target = &*a.pod();
   spec.hwaddr = conf.mac;
   spec.mtu = conf.mtu;
-  return netns::create_macvlan(rtnl, spec).with_context("macvlan child of " + a.device().link.name);
+  TRY(netns::create_macvlan(rtnl, spec).with_context("macvlan child of " + a.device().link.name));
+  // Its ifindex, kept with the record from the next write on: several children of one
+  // parent in one pod (two rails on one NIC) then stay apart whatever the pod renames.
+  auto index = in_netns(*a.pod(), [&]() -> Expected<int> {
+    TRY_ASSIGN(auto pod_rtnl, Rtnl::open());
+    TRY_ASSIGN(auto child, netns::find_link_by_name(pod_rtnl, spec.name));
+    return child.index;
+  });
+  if (index) {
+    a.rec().steps.back().data["index"] = *index;
+  }
+  return ok_status();
 }
 
 Status delete_macvlan(Attachment& a, const json& step) {
@@ -274,14 +371,41 @@ Status delete_macvlan(Attachment& a, const json& step) {
     return ok_status();  // the child died with the netns
   }
   std::string name;
-  TRY(Fields(step, "macvlan", ErrorKind::kState).required_string("name", &name).status());
+  int parent = 0;
+  int index = 0;
+  Fields f(step, "macvlan", ErrorKind::kState);
+  f.required_string("name", &name).integer("parentIndex", &parent).integer("index", &index);
+  TRY(f.status());
   return in_netns(*a.pod(), [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
-    auto link = netns::find_link_by_name(rtnl, name);
-    if (!link || link->kind != "macvlan") {
-      return ok_status();
+    if (parent == 0) {
+      // A record of rdmanet 0.1: by name and kind, as it did.
+      auto link = netns::find_link_by_name(rtnl, name);
+      if (!link && link.error().kind() != ErrorKind::kDeviceNotFound) {
+        return std::move(link).error();
+      }
+      return link && link->kind == "macvlan" ? netns::delete_link(rtnl, *link) : ok_status();
     }
-    return netns::delete_link(rtnl, *link);
+    TRY_ASSIGN(auto children,
+               netns::find_links(rtnl, *a.pod(), a.host(), macvlan_identity(parent)));
+    const LinkInfo* ours = nullptr;
+    for (const auto& child : children) {
+      if ((index != 0 && child.index == index) || (index == 0 && child.name == name)) {
+        ours = &child;
+      }
+    }
+    if (ours == nullptr && children.size() == 1) {
+      ours = &children.front();  // renamed by the pod; still the only child of our parent
+    }
+    if (ours == nullptr) {
+      if (!children.empty()) {
+        return Error(ErrorKind::kState, "macvlan " + name + ": " + std::to_string(children.size()) +
+                                            " children of its parent in the pod, none of them "
+                                            "recorded as this attachment's; none is deleted");
+      }
+      return ok_status();  // gone (or moved by the pod into a netns that dies with it)
+    }
+    return netns::delete_link(rtnl, *ours);
   });
 }
 

@@ -1,0 +1,122 @@
+#include "netns/link_identity.h"
+
+#include <gtest/gtest.h>
+
+#include "netns/test_util.h"
+
+namespace rdmanet::netns {
+namespace {
+
+using testing::KernelTest;
+using testing::must;
+using testing::TestNetns;
+
+// A "host" netns with a port (one end of a veth pair, the other end stays in the host) and
+// a "pod" netns it moves into, as ADD does; then the pod plays every trick it can with
+// CAP_NET_ADMIN in its own netns.
+class LinkIdentityTest : public KernelTest {
+ protected:
+  void SetUp() override {
+    KernelTest::SetUp();
+    if (HasFatalFailure()) {
+      return;
+    }
+    host_ = &make_netns();
+    pod_ = &make_netns();
+    host_->ip("link add port type veth peer name peer");
+    auto rtnl = host_->rtnl();
+    id_ = identity_of(must(find_link_by_name(rtnl, "port")));
+    mac_ = must(find_link_by_name(rtnl, "port")).hwaddr.str();
+    host_->ip("link set port netns " + pod_->name() + " name net1");
+  }
+
+  std::vector<LinkInfo> in(TestNetns& ns) {
+    auto rtnl = ns.rtnl();
+    return must(find_links(rtnl, ns.ns(), host_->ns(), id_));
+  }
+
+  TestNetns* host_ = nullptr;
+  TestNetns* pod_ = nullptr;
+  LinkIdentity id_;
+  std::string mac_;
+};
+
+TEST_F(LinkIdentityTest, AVethPortIsKnownByItsPeerInTheHost) {
+  EXPECT_TRUE(id_.strong());
+  EXPECT_EQ(id_.kind, "veth");
+  EXPECT_NE(id_.host_peer, 0);
+  auto found = in(*pod_);
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(found[0].name, "net1");
+  EXPECT_TRUE(in(*host_).empty());
+}
+
+TEST_F(LinkIdentityTest, FoundUnderAnyNameThePodGivesIt) {
+  pod_->ip("link set net1 name sneaky");
+  auto found = in(*pod_);
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(found[0].name, "sneaky");
+}
+
+// The pod hides the port in a netns of its own and puts a veth of its own in its place:
+// same name, same MAC, even the same ifindex. Nothing in the pod is the port any more.
+TEST_F(LinkIdentityTest, AnImpostorWithTheSameNameMacAndIndexIsNotThePort) {
+  TestNetns& nested = make_netns();
+  std::string index = std::to_string(id_.index);
+  pod_->ip("link set net1 netns " + nested.name());
+  pod_->ip("link add net1 index " + index + " address " + mac_ + " type veth peer name x1");
+  EXPECT_TRUE(in(*pod_).empty());
+  // Its peer in the nested netns, with the host peer's ifindex: still not the host.
+  pod_->ip("link del net1");
+  pod_->ip("link add net1 index " + index + " address " + mac_ + " type veth peer name x1 index " +
+           std::to_string(id_.host_peer) + " netns " + nested.name());
+  EXPECT_TRUE(in(*pod_).empty());
+  // Back in the host, the port is found there.
+  nested.ip("link set net1 netns " + host_->name() + " name port");
+  auto home = in(*host_);
+  ASSERT_EQ(home.size(), 1U);
+  EXPECT_EQ(home[0].name, "port");
+}
+
+TEST(LinkIdentity, HardwareIsKnownByItsParentDeviceAndPermanentAddress) {
+  LinkInfo vf;
+  vf.index = 12;
+  vf.parent_bus = "pci";
+  vf.parent_dev = "0000:3b:00.2";
+  vf.perm_hwaddr = *HwAddress::parse("02:00:00:00:00:02");
+  LinkIdentity id = identity_of(vf);
+  EXPECT_TRUE(id.strong());
+  EXPECT_EQ(id.host_peer, 0);
+  Vantage pod{false, 3};
+  LinkInfo returned = vf;
+  returned.index = 40;
+  returned.name = "dev40";
+  EXPECT_TRUE(is_same_link(returned, id, Vantage{}));
+  LinkInfo other = vf;
+  other.parent_dev = "0000:3b:00.3";
+  EXPECT_FALSE(is_same_link(other, id, pod));
+  LinkInfo impostor;
+  impostor.index = 12;
+  impostor.kind = "veth";
+  impostor.hwaddr = vf.perm_hwaddr;
+  EXPECT_FALSE(is_same_link(impostor, id, pod));
+}
+
+// Records of rdmanet 0.1 carry no identity: index, one of the names and one of the MACs.
+TEST(LinkIdentity, AWeakIdentityNeedsIndexNameAndMac) {
+  LinkIdentity weak;
+  weak.index = 7;
+  LinkInfo link;
+  link.index = 7;
+  link.name = "net1";
+  link.hwaddr = *HwAddress::parse("02:00:00:00:00:07");
+  EXPECT_FALSE(weak.strong());
+  EXPECT_TRUE(is_same_link(link, weak, Vantage{}, {"ens1", "net1"}, {"02:00:00:00:00:07"}));
+  EXPECT_FALSE(is_same_link(link, weak, Vantage{}, {"ens1"}, {"02:00:00:00:00:07"}));
+  EXPECT_FALSE(is_same_link(link, weak, Vantage{}, {"net1"}, {"02:00:00:00:00:99"}));
+  link.index = 8;
+  EXPECT_FALSE(is_same_link(link, weak, Vantage{}, {"net1"}, {"02:00:00:00:00:07"}));
+}
+
+}  // namespace
+}  // namespace rdmanet::netns
