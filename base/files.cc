@@ -1,5 +1,6 @@
 #include "base/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,6 +155,53 @@ Expected<std::optional<std::string>> read_file(const std::string& path, size_t m
     data.append(buf, static_cast<size_t>(n));
   }
   return std::optional<std::string>(std::move(data));
+}
+
+Expected<std::vector<std::string>> directory_entries(int dir_fd, const std::string& what) {
+  int fd = ::dup(dir_fd);
+  if (fd < 0) {
+    return io_error("listing " + what, errno);
+  }
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return io_error("listing " + what, err);
+  }
+  ::rewinddir(d);
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): d is this call's own
+    std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      names.push_back(std::move(name));
+    }
+  }
+  ::closedir(d);
+  return names;
+}
+
+Expected<std::vector<std::string>> directory_entries(const std::string& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) {
+      return std::vector<std::string>();
+    }
+    return io_error("listing " + dir, errno);
+  }
+  return directory_entries(fd.get(), dir);
+}
+
+Status check_absolute_path(const std::string& path, const std::string& what, ErrorKind kind) {
+  if (path.empty() || path.front() != '/') {
+    return Error(kind, what + ": \"" + path + "\" must be an absolute path");
+  }
+  if (path.find('\0') != std::string::npos) {
+    return Error(kind, what + " contains a NUL byte");
+  }
+  if (("/" + path + "/").find("/../") != std::string::npos) {
+    return Error(kind, what + ": \"" + path + "\" must not contain \"..\"");
+  }
+  return ok_status();
 }
 
 std::string parent_of(const std::string& path) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -34,6 +35,16 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
 // a symlink in the last component, never blocks on a FIFO (both kIo, naming the path).
 // Files above `max_size` bytes are refused (kIo): what rdmanet reads it wrote itself.
 Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size = 16 << 20);
+
+// The names in a directory, without "." and "..", in no particular order. A directory
+// that is not there has none; other failures are kIo naming `what`.
+Expected<std::vector<std::string>> directory_entries(const std::string& dir);
+// The same for an open directory (read from its start; `dir_fd` stays open).
+Expected<std::vector<std::string>> directory_entries(int dir_fd, const std::string& what);
+
+// Refuses (kind, naming `what`) a path that is not absolute, holds a NUL byte or climbs
+// with a ".." component: for the paths rdmanet is told to write or remove under.
+Status check_absolute_path(const std::string& path, const std::string& what, ErrorKind kind);
 
 // The directory part of a path: "/a/b" -> "/a", "/a" -> "/", "a" -> ".".
 std::string parent_of(const std::string& path);

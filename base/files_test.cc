@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -103,6 +104,34 @@ TEST_F(AtomicFile, PrivateDirectoryCheck) {
   Status other = check_private_directory(dir);
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.error().msg().find("is uid 65534"), std::string::npos) << other.error().msg();
+}
+
+TEST_F(AtomicFile, DirectoryEntriesAreTheNamesWithoutDots) {
+  std::string dir = tmp_.path() + "/d";
+  ASSERT_TRUE(make_directories(dir + "/sub", 0700).ok());
+  std::ofstream(dir + "/a.json") << "{}";
+  auto names = directory_entries(dir);
+  ASSERT_TRUE(names.ok()) << names.error().msg();
+  std::sort(names->begin(), names->end());
+  EXPECT_EQ(*names, (std::vector<std::string>{"a.json", "sub"}));
+  auto none = directory_entries(dir + "/missing");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto file = directory_entries(dir + "/a.json");
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.error().msg().find(dir + "/a.json"), std::string::npos) << file.error().msg();
+}
+
+TEST(AbsolutePath, RefusesRelativeNulAndClimbing) {
+  EXPECT_TRUE(check_absolute_path("/var/lib/cni", "stateDir", ErrorKind::kState).ok());
+  EXPECT_TRUE(check_absolute_path("/a/..b/c..", "stateDir", ErrorKind::kState).ok());
+  for (const std::string& bad : {std::string("rel"), std::string(""), std::string("/a/../b"),
+                                 std::string("/.."), std::string("/a/b\0c", 6)}) {
+    Status s = check_absolute_path(bad, "stateDir", ErrorKind::kState);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.error().kind(), ErrorKind::kState);
+    EXPECT_NE(s.error().msg().find("stateDir"), std::string::npos) << s.error().msg();
+  }
 }
 
 }  // namespace

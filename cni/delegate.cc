@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,19 +76,6 @@ Expected<Exit> run(const std::string& binary, const std::vector<std::string>& en
   TRY_ASSIGN(Pipe in, make_pipe());
   TRY_ASSIGN(Pipe out, make_pipe());
   TRY_ASSIGN(Pipe err, make_pipe());
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in.read.get(), 0);
-  posix_spawn_file_actions_adddup2(&actions, out.write.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-
   std::vector<char*> argv = {const_cast<char*>(binary.c_str()), nullptr};
   std::vector<char*> envp;
   envp.reserve(envv.size() + 1);
@@ -96,12 +83,36 @@ Expected<Exit> run(const std::string& binary, const std::vector<std::string>& en
     envp.push_back(const_cast<char*>(e.c_str()));
   }
   envp.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(rc));
+  // The child dies with us: a runtime that gives up on an ADD SIGKILLs the plugin
+  // (containerd does when kubelet cancels RunPodSandbox) and then runs DEL; an IPAM child
+  // left running would allocate after that DEL, a lease nobody releases. posix_spawn has no
+  // way to ask for that, so fork, and only async-signal-safe calls until exec.
+  const pid_t parent = ::getpid();
+  sigset_t empty;
+  sigemptyset(&empty);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(127);  // we died before the line above: nobody waits for this child
+    }
+    ::setpgid(0, 0);  // its own group, killed as one on timeout
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (::dup2(in.read.get(), 0) < 0 || ::dup2(out.write.get(), 1) < 0 ||
+        ::dup2(err.write.get(), 2) < 0) {
+      ::_exit(127);
+    }
+    ::execve(binary.c_str(), argv.data(), envp.data());
+    // Tell the parent why, on a stderr it reads (errno's text is not async-signal-safe).
+    const char* why = errno == ENOENT   ? "no such file"
+                      : errno == EACCES ? "permission denied"
+                                        : "exec failed";
+    (void)!::write(2, why, std::strlen(why));
+    ::_exit(127);
   }
   in.read.reset();
   out.write.reset();
@@ -206,10 +217,23 @@ Expected<std::string> find_plugin(const std::string& type, const std::string& cn
       continue;
     }
     std::string candidate = dir + "/" + type;
+    // Only "not there" and "not executable" mean look on; a lookup that failed is not an
+    // absent plugin (DEL would take it for "IPAM holds nothing" and leak the lease).
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
+    if (::stat(candidate.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == EACCES) {
+        continue;
+      }
+      return Error(ErrorKind::kIo, "look for plugin " + candidate + ": " + std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      continue;
+    }
+    if (::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
+    }
+    if (errno != EACCES) {
+      return Error(ErrorKind::kIo, "look for plugin " + candidate + ": " + std::strerror(errno));
     }
   }
   return Error(ErrorKind::kPluginNotFound,

@@ -177,8 +177,27 @@ Status write_device_info(const std::string& path, const DeviceInfo& info) {
                                0444);
 }
 
-Status remove_device_info(const std::string& path) {
+Status remove_device_info(const std::string& path, const std::string& pci_address) {
   TRY(check_path(path));
+  // What DEL unlinks is named by state; it must still be the document ADD wrote, and a
+  // file someone put there since (or a path pointed elsewhere) is left alone.
+  TRY_ASSIGN(std::optional<std::string> text, read_existing(path));
+  if (!text) {
+    return ok_status();
+  }
+  json doc = parse_json(*text);
+  std::string why = unusable(doc);
+  if (why.empty() && doc.value("type", "") != "pci") {
+    why = "no \"type\": \"pci\"";
+  }
+  if (why.empty() && !pci_address.empty() &&
+      (!doc.contains("pci") || doc["pci"].value("pci-address", json()) != pci_address)) {
+    why = "it does not name " + pci_address;
+  }
+  if (!why.empty()) {
+    return Error(ErrorKind::kIo, "device-info file " + path + " is not the one written (" + why +
+                                     "); left in place");
+  }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return Error(ErrorKind::kIo, "remove device-info file " + path + ": " + std::strerror(errno));
   }

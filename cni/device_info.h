@@ -38,8 +38,9 @@ struct DeviceInfo {
 // plugin logs a failure and goes on: Multus reads the file best effort.)
 Status write_device_info(const std::string& path, const DeviceInfo& info);
 
-// For DEL: removes the file; a file that is not there is success. A relative
-// path is kInvalidConfig.
-Status remove_device_info(const std::string& path);
+// For DEL: removes the file if it still is a device-info document naming
+// `pci_address` (any, when empty); a file that is not there is success. A relative
+// path is kInvalidConfig; a file that is not the one written is kIo, and stays.
+Status remove_device_info(const std::string& path, const std::string& pci_address = {});
 
 }  // namespace rdmanet::cni

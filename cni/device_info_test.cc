@@ -219,6 +219,26 @@ TEST_F(DeviceInfoFile, RemoveIsIdempotent) {
   EXPECT_TRUE(remove_device_info(tmp_.path() + "/no/such/dir/file").ok());
 }
 
+// The path comes from state: only the document written for this device is removed.
+TEST_F(DeviceInfoFile, RemoveLeavesWhatIsNotTheDocumentWritten) {
+  ASSERT_TRUE(write_device_info(path_, sample()).ok());
+  Status other = remove_device_info(path_, "0000:3b:00.9");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().msg().find("0000:3b:00.9"), std::string::npos) << other.error().msg();
+  EXPECT_TRUE(fs::exists(path_));
+  for (const std::string& text : {std::string("root:x:0:0::/root:/bin/sh\n"),
+                                  std::string(R"({"pci":{"pci-address":"0000:3b:00.2"}})"),
+                                  std::string(R"({"type":"vdpa"})")}) {
+    std::ofstream(path_, std::ios::trunc) << text;
+    EXPECT_FALSE(remove_device_info(path_, "0000:3b:00.2").ok()) << text;
+    EXPECT_TRUE(fs::exists(path_)) << text;
+  }
+  fs::remove(path_);
+  ASSERT_TRUE(write_device_info(path_, sample()).ok());
+  EXPECT_TRUE(remove_device_info(path_, "0000:3b:00.2").ok());
+  EXPECT_FALSE(fs::exists(path_));
+}
+
 TEST_F(DeviceInfoFile, NoTemporaryFilesAreLeft) {
   ASSERT_TRUE(write_device_info(path_, sample()).ok());
   ASSERT_TRUE(write_device_info(path_, sample()).ok());

@@ -1,15 +1,21 @@
 #include "cni/log.h"
 
-#include <spdlog/sinks/basic_file_sink.h>
+#include <fcntl.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "base/files.h"
 
 namespace rdmanet::cni {
@@ -87,6 +93,49 @@ class EscapingSink final : public spdlog::sinks::sink {
   std::vector<spdlog::sink_ptr> inner_;
 };
 
+// Appends each line to a file descriptor with one write(2), as O_APPEND makes atomic.
+class FdSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  explicit FdSink(Fd fd) : fd_(std::move(fd)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    (void)!::write(fd_.get(), line.data(), line.size());  // a log line lost is no failure
+  }
+  void flush_() override {}
+
+ private:
+  Fd fd_;
+};
+
+// The logFile, opened for appending without following a symlink at the path and without
+// blocking on a FIFO; only a file made here is set to 0600 (an existing regular file is
+// appended to as it is: root must not change the mode of a file someone else put there).
+Expected<Fd> open_log_file(const std::string& path) {
+  Fd fd(::open(path.c_str(),
+               O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
+  bool created = fd.valid();
+  if (!created && errno == EEXIST) {
+    fd.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  }
+  if (!fd.valid()) {
+    return Error(ErrorKind::kIo, "open " + path + ": " + std::strerror(errno) +
+                                     (errno == ELOOP ? " (a symlink is refused)" : ""));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::kIo, path + " is not a regular file");
+  }
+  if (created) {
+    (void)::fchmod(fd.get(), 0600);  // exactly, whatever the umask
+  }
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  (void)::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 void install(std::vector<spdlog::sink_ptr> inner, spdlog::level::level_enum level,
              const std::string& pattern) {
   std::vector<spdlog::sink_ptr> sinks = {std::make_shared<EscapingSink>(std::move(inner))};
@@ -109,21 +158,15 @@ void configure_logging(const NetConf& conf, const std::string& context) {
   std::vector<spdlog::sink_ptr> sinks = {std::make_shared<spdlog::sinks::stderr_sink_st>()};
   std::string file_error;
   if (!conf.log_file.empty()) {
-    // Missing parents 0700 (spdlog would make them 0755). A failure here shows
-    // as spdlog's, when it opens the file.
+    // Missing parents 0700. A failure here shows when the file is opened, next.
     if (size_t slash = conf.log_file.rfind('/'); slash != 0 && slash != std::string::npos) {
       (void)make_directories(conf.log_file.substr(0, slash), 0700);
     }
-    try {
-      // Private: the log names pods, netns paths and addresses.
-      spdlog::file_event_handlers private_file;
-      private_file.after_open = [](const spdlog::filename_t&, std::FILE* f) {
-        (void)::fchmod(fileno(f), 0600);
-      };
-      sinks.push_back(
-          std::make_shared<spdlog::sinks::basic_file_sink_st>(conf.log_file, false, private_file));
-    } catch (const spdlog::spdlog_ex& e) {
-      file_error = e.what();
+    // Private: the log names pods, netns paths and addresses.
+    if (auto fd = open_log_file(conf.log_file); fd) {
+      sinks.push_back(std::make_shared<FdSink>(std::move(*fd)));
+    } else {
+      file_error = fd.error().msg();
     }
   }
   // The context comes from the call (network, container, ifname): a '%' in it must stay a

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -54,6 +55,38 @@ TEST(Log, PercentInTheContextIsText) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_NE(text.str().find("GC net c/net%d%v%n: the message"), std::string::npos) << text.str();
+}
+
+// Root must not append to (or chmod) whatever a symlink at the logFile path points to, nor
+// block on a FIFO there; a file someone else created keeps its mode.
+TEST(Log, FileIsNeverFollowedNorReModed) {
+  testutil::TempDir tmp{"rdmanet-log"};
+  std::string target = tmp.path() + "/shadow";
+  std::ofstream(target) << "root:x:0:0\n";
+  ::chmod(target.c_str(), 0644);
+  ASSERT_EQ(::symlink(target.c_str(), (tmp.path() + "/link.log").c_str()), 0);
+  ASSERT_EQ(::mkfifo((tmp.path() + "/fifo.log").c_str(), 0600), 0);
+  std::ofstream(tmp.path() + "/theirs.log") << "";
+  ::chmod((tmp.path() + "/theirs.log").c_str(), 0644);
+  for (const char* name : {"/link.log", "/fifo.log", "/theirs.log"}) {
+    NetConf conf;
+    conf.log_file = tmp.path() + name;
+    conf.log_level = LogLevel::kInfo;
+    init_logging("rdmanet-test");
+    configure_logging(conf, "ADD net c/eth0");  // returns: a FIFO must not block
+    spdlog::error("a line");
+    init_logging("rdmanet-test");
+  }
+  std::ifstream in(target);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "root:x:0:0\n") << "appended through the symlink";
+  struct stat st {};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644U);
+  ASSERT_EQ(::stat((tmp.path() + "/theirs.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644U) << "a file rdmanet did not create was chmod-ed";
+  EXPECT_GT(st.st_size, 0) << "a regular file is still appended to";
 }
 
 TEST(Log, MissingDirectoriesAreCreatedPrivate) {

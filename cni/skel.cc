@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <iostream>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -25,7 +27,10 @@ Expected<std::string> read_stdin(std::istream& in) {
                                            std::to_string(kMaxStdin) + " bytes)");
     }
   }
-  if (in.bad()) {
+  // std::cin reads through stdio (synced by default), whose read errors end the stream
+  // like EOF does; only ferror tells them apart. A config cut short by a failed read is
+  // an I/O error (5), not a config that is no JSON (6, which DEL takes as permanent).
+  if (in.bad() || (&in == &std::cin && std::ferror(stdin) != 0)) {
     return Error(ErrorKind::kIo, "error reading the network config from stdin");
   }
   return text;

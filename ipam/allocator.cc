@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -234,6 +235,17 @@ Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
     }
   }
 
+  // A re-ADD keeps what the attachment holds; asking for another address is a conflict, as
+  // host-local refuses it (never silently the old address).
+  for (size_t set = 0; set < pools_.size(); ++set) {
+    if (want[set] && held[set] && *want[set] != *held[set]) {
+      return Error(ErrorKind::kAddressUnavailable,
+                   who.owner.str() + " already holds " + held[set]->str() + " in " +
+                       pools_[set].where() + "; requested address " + want[set]->str() +
+                       " would be a second one (DEL the attachment first)");
+    }
+  }
+
   Lease proto;
   proto.owner = who.owner;
   proto.netns = who.netns;
@@ -363,8 +375,11 @@ Status Allocator::check(const Owner& who) {
 Expected<std::vector<IpAddr>> Allocator::release_leases(
     Store& store, const ReleaseReason& why,
     const std::function<bool(const Record& record, bool holds)>& drop) {
-  TRY_ASSIGN(auto records, store.list_records());
-  TRY_ASSIGN(auto leases, store.list_leases());
+  // Both listings read a file per entry (120,000 files at 60,000 leases): one per core.
+  auto listed_records = std::async(std::launch::async, [&] { return store.list_records(); });
+  auto listed_leases = store.list_leases();
+  TRY_ASSIGN(auto records, listed_records.get());
+  TRY_ASSIGN(auto leases, std::move(listed_leases));
   std::unordered_map<std::string, const Record*> by_name;
   for (const auto& r : records) {
     by_name[record_name(r.owner)] = &r;
@@ -423,8 +438,13 @@ Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
 
 Status Allocator::gc(const std::vector<Owner>& valid) {
   TRY_ASSIGN(Store store, open_store());
+  // One lookup per lease, not a scan of the list (60,000 of each took 13.5 s under the lock).
+  std::unordered_set<std::string> valid_names;
+  for (const auto& o : valid) {
+    valid_names.insert(o.container_id + '\0' + o.ifname);  // neither can hold a NUL
+  }
   auto is_valid = [&](const Owner& o) {
-    return std::find(valid.begin(), valid.end(), o) != valid.end();
+    return valid_names.count(o.container_id + '\0' + o.ifname) > 0;
   };
   // Kept: a lease of a valid attachment that its record lists (a valid
   // attachment's orphans from a killed ADD go as well).

@@ -1,6 +1,7 @@
 #include "ipam/allocator.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <set>
@@ -138,6 +139,50 @@ TEST_F(AllocatorTest, StaticRequests) {
   EXPECT_EQ(lease_files(), 2U);  // failures left nothing
   EXPECT_EQ(strs(a.add(who("c2"), {ip("fd00::99"), ip("10.1.0.8")})),
             (std::vector<std::string>{"10.1.0.8", "fd00::99"}));
+  // A re-ADD asking for what it holds is answered with it; asking for another address is
+  // refused (host-local refuses too), never answered with the old one.
+  EXPECT_EQ(strs(a.add(who("c1"), {ip("10.1.0.77")})),
+            (std::vector<std::string>{"10.1.0.77", "fd00::2"}));
+  EXPECT_EQ(strs(a.add(who("c1"), {})), (std::vector<std::string>{"10.1.0.77", "fd00::2"}));
+  auto other = a.add(who("c1"), {ip("10.1.0.78")});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().kind(), ErrorKind::kAddressUnavailable);
+  EXPECT_NE(other.error().msg().find("c1/eth0 already holds 10.1.0.77"), std::string::npos)
+      << other.error().msg();
+  EXPECT_NE(other.error().msg().find("10.1.0.78"), std::string::npos) << other.error().msg();
+  EXPECT_EQ(lease_files(), 4U);  // nothing taken for it
+}
+
+// A lease path that is not a file we wrote (planted as root: the store is private): a
+// symlink or FIFO is released by GC without following or blocking on it; a directory
+// stops GC with kState (107) naming it, and CHECK of the owner names it too.
+TEST_F(AllocatorTest, LeasesThatAreNotFilesAreNamedAndNeverFollowed) {
+  auto a = make();
+  ASSERT_TRUE(a.add(who("c1"), {}));  // 10.1.0.2
+  ASSERT_TRUE(a.add(who("c2"), {}));  // 10.1.0.3
+  std::string target = tmp_.path() + "/precious";
+  std::ofstream(target) << "keep me";
+  std::filesystem::remove(dir() + "/leases/10.1.0.2");
+  std::filesystem::create_symlink(target, dir() + "/leases/10.1.0.2");
+  std::filesystem::remove(dir() + "/leases/10.1.0.3");
+  ASSERT_EQ(::mkfifo((dir() + "/leases/10.1.0.3").c_str(), 0600), 0);
+  auto check = a.check({"c1", "eth0"});
+  ASSERT_FALSE(check);
+  EXPECT_EQ(check.error().kind(), ErrorKind::kState);
+  EXPECT_NE(check.error().msg().find(dir() + "/leases/10.1.0.2 is a symlink"), std::string::npos)
+      << check.error().msg();
+  ASSERT_TRUE(a.gc({{"c1", "eth0"}, {"c2", "eth0"}}));
+  EXPECT_FALSE(std::filesystem::exists(dir() + "/leases/10.1.0.3"));
+  EXPECT_FALSE(std::filesystem::is_symlink(dir() + "/leases/10.1.0.2"));
+  EXPECT_TRUE(std::filesystem::exists(target)) << "GC followed the symlink";
+
+  ASSERT_TRUE(a.add(who("c4"), {}));
+  std::filesystem::create_directory(dir() + "/leases/10.1.0.6");
+  auto gc = a.gc({{"c4", "eth0"}});
+  ASSERT_FALSE(gc);
+  EXPECT_EQ(gc.error().kind(), ErrorKind::kState);
+  EXPECT_NE(gc.error().msg().find(dir() + "/leases/10.1.0.6 is a directory"), std::string::npos)
+      << gc.error().msg();
 }
 
 TEST_F(AllocatorTest, DelCheckAndGc) {

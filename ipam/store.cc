@@ -1,7 +1,7 @@
 #include "ipam/store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,20 +42,53 @@ Status write_all(int fd, const char* data, size_t size, off_t offset, const std:
   return ok_status();
 }
 
-// The content of a file, nullopt when it does not exist.
+// What a store file that is not a regular file is instead, for the error naming it.
+const char* file_type(mode_t mode) {
+  if (S_ISDIR(mode)) {
+    return "a directory";
+  }
+  if (S_ISLNK(mode)) {
+    return "a symlink";
+  }
+  return S_ISFIFO(mode) ? "a FIFO" : "a special file";
+}
+
+Error not_a_file(const std::string& what, mode_t mode) {
+  return Error(ErrorKind::kState, what + " is " + file_type(mode) +
+                                      ", not a file this plugin wrote; remove it by hand");
+}
+
+// The content of a file, nullopt when it does not exist. Anything but a regular file (a
+// directory, a symlink, a FIFO that would block) is kState naming it: no write of ours
+// makes one.
 Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& name,
                                                const std::string& what) {
-  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) {
       return std::optional<std::string>();
     }
+    struct stat st {};
+    if (errno == ELOOP && fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      return not_a_file(what, st.st_mode);
+    }
     return io_error("opening " + what, errno);
   }
-  std::string text;
-  std::array<char, 4096> buf{};
-  for (;;) {
-    ssize_t n = read(fd, buf.data(), buf.size());
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return not_a_file(what, st.st_mode);
+  }
+  // Files here are replaced by rename, never rewritten in place: st_size is the content.
+  constexpr off_t kMaxSize = 1 << 20;  // the largest, an index bitmap, is 128 KiB
+  if (st.st_size > kMaxSize) {
+    close(fd);
+    return Error(ErrorKind::kState, what + " is larger than any file this plugin writes");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -67,33 +100,11 @@ Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& na
     if (n == 0) {
       break;
     }
-    text.append(buf.data(), static_cast<size_t>(n));
+    got += static_cast<size_t>(n);
   }
+  text.resize(got);
   close(fd);
   return std::optional<std::string>(std::move(text));
-}
-
-Expected<std::vector<std::string>> list_dir(int dir_fd, const std::string& what) {
-  int fd = dup(dir_fd);
-  if (fd < 0) {
-    return io_error("listing " + what, errno);
-  }
-  DIR* d = fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    close(fd);
-    return io_error("listing " + what, err);
-  }
-  rewinddir(d);
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {  // NOLINT(concurrency-mt-unsafe): one thread
-    std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      names.push_back(std::move(name));
-    }
-  }
-  closedir(d);
-  return names;
 }
 
 }  // namespace
@@ -236,6 +247,10 @@ bool Store::has_lease(const IpAddr& ip) const {
 Status Store::release(const IpAddr& ip) {
   std::string name = ip.str();
   if (unlinkat(leases_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+    struct stat st {};
+    if (errno == EISDIR && fstatat(leases_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      return not_a_file(dir_ + "/leases/" + name, st.st_mode);
+    }
     return io_error("removing " + dir_ + "/leases/" + name, errno);
   }
   leases_dirty_ = true;
@@ -246,16 +261,23 @@ Expected<std::vector<Lease>> Store::list_leases() const {
   TRY_ASSIGN(auto ips, leased_addresses());
   std::vector<Lease> leases;
   for (const auto& ip : ips) {
-    TRY_ASSIGN(auto lease, read_lease(ip));
-    if (lease) {
-      leases.push_back(std::move(*lease));
+    auto lease = read_lease(ip);
+    if (!lease && lease.error().kind() == ErrorKind::kState) {
+      // Not a file we wrote: unreadable, so GC and the sweep release it (or say why not).
+      spdlog::warn("{}", lease.error().msg());
+      leases.push_back(parse_lease(ip, ""));
+      continue;
+    }
+    TRY(lease);
+    if (*lease) {
+      leases.push_back(std::move(**lease));
     }
   }
   return leases;
 }
 
 Expected<std::vector<IpAddr>> Store::leased_addresses() const {
-  TRY_ASSIGN(auto names, list_dir(leases_fd_, dir_ + "/leases"));
+  TRY_ASSIGN(auto names, directory_entries(leases_fd_, dir_ + "/leases"));
   std::vector<IpAddr> out;
   for (const auto& name : names) {
     if (auto ip = parse_ip(name)) {  // not temporaries
@@ -304,7 +326,7 @@ Status Store::remove_record(const Owner& owner) {
 }
 
 Expected<std::vector<Record>> Store::list_records() const {
-  TRY_ASSIGN(auto names, list_dir(records_fd_, dir_ + "/attachments"));
+  TRY_ASSIGN(auto names, directory_entries(records_fd_, dir_ + "/attachments"));
   std::vector<Record> records;
   for (const auto& name : names) {
     if (name.rfind(kTmpPrefix, 0) == 0) {
@@ -406,7 +428,7 @@ Status Store::remove_stale_temporaries() {
 Status Store::remove_temporaries() {
   for (auto [fd, sub] : {std::pair{leases_fd_, "leases"}, std::pair{records_fd_, "attachments"},
                          std::pair{index_fd_, "index"}}) {
-    TRY_ASSIGN(auto names, list_dir(fd, dir_ + "/" + sub));
+    TRY_ASSIGN(auto names, directory_entries(fd, dir_ + "/" + sub));
     for (const auto& name : names) {
       if (name.rfind(kTmpPrefix, 0) == 0) {
         unlinkat(fd, name.c_str(), 0);

@@ -10,11 +10,13 @@
 #include <sys/vfs.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "base/names.h"
 
@@ -54,16 +56,18 @@ Expected<Netns> Netns::verify(Fd fd, const std::string& path, bool* not_a_netns)
   if (static_cast<unsigned long>(fs.f_type) != NSFS_MAGIC) {
     return none("not a namespace file (is the netns mounted?)");
   }
+  // On nsfs these fail only transiently: a failure to look (5), not a path that is no netns.
   int type = ioctl(fd.get(), NS_GET_NSTYPE);
   if (type < 0) {
-    return invalid(path, std::string("ioctl NS_GET_NSTYPE: ") + std::strerror(errno));
+    return Error(ErrorKind::kIo,
+                 "netns " + path + ": ioctl NS_GET_NSTYPE: " + std::strerror(errno));
   }
   if (type != CLONE_NEWNET) {
     return none("is a " + ns_type_name(type) + " namespace, not a network namespace");
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) {
-    return invalid(path, std::string("fstat: ") + std::strerror(errno));
+    return Error(ErrorKind::kIo, "netns " + path + ": fstat: " + std::strerror(errno));
   }
   return Netns(std::move(fd), path, st.st_dev, st.st_ino);
 }
@@ -150,10 +154,15 @@ NetnsSwitch::~NetnsSwitch() {
   if (!original_) {
     return;
   }
-  if (setns(original_->fd(), CLONE_NEWNET) != 0) {
-    std::fprintf(stderr, "rdmanet: cannot return from netns %s to %s: %s; aborting\n",
-                 target_path_.c_str(), original_->path().c_str(), std::strerror(errno));
-    std::abort();
+  // Going on in the wrong netns would act on the pod's links as if they were the host's:
+  // a failure that persists aborts. A transient one (ENOMEM) is retried first.
+  for (int attempt = 1; setns(original_->fd(), CLONE_NEWNET) != 0; ++attempt) {
+    if (attempt == 5) {
+      std::fprintf(stderr, "rdmanet: cannot return from netns %s to %s: %s; aborting\n",
+                   target_path_.c_str(), original_->path().c_str(), std::strerror(errno));
+      std::abort();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
   }
 }
 

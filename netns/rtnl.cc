@@ -59,6 +59,7 @@ struct CbFree {
 // What the receive loop learned; filled by the libnl callbacks below.
 struct Exchange {
   const std::function<void(const nlmsghdr*)>* on_reply = nullptr;
+  uint32_t seq = 0;  // the request's sequence number
   bool done = false;
   int error = 0;        // positive errno from the kernel's NLMSG_ERROR
   std::string ext_ack;  // the kernel's explanation, when it sends one
@@ -70,6 +71,15 @@ int on_valid(nl_msg* msg, void* arg) {
     (*ex->on_reply)(nlmsg_hdr(msg));
   }
   return NL_OK;
+}
+
+// Only the answers to this request count. A message of an earlier exchange still queued
+// (seen under heavy link churn on the host: a late ACK after a dump's NLMSG_DONE) is
+// dropped; libnl's own check would fail the request with "sequence number mismatch"
+// after the kernel had carried it out.
+int on_seq_check(nl_msg* msg, void* arg) {
+  const auto* ex = static_cast<Exchange*>(arg);
+  return nlmsg_hdr(msg)->nlmsg_seq == ex->seq ? NL_OK : NL_SKIP;
 }
 
 int on_done(nl_msg* /*msg*/, void* arg) {
@@ -166,6 +176,7 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
   nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_done, &ex);
   nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_done, &ex);
   nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &ex);
+  nl_cb_set(cb.get(), NL_CB_SEQ_CHECK, NL_CB_CUSTOM, on_seq_check, &ex);
 
   // nl_send_auto adds NLM_F_ACK, so a get or a change always ends with an ack and a dump
   // with NLMSG_DONE.
@@ -174,6 +185,7 @@ Status Rtnl::query(const NlRequest& req, const std::string& what,
     broken_ = true;
     return Error(ErrorKind::kKernel, what + ": send: " + nl_geterror(err));
   }
+  ex.seq = nlmsg_hdr(req.msg())->nlmsg_seq;  // set by nl_send_auto
   while (!ex.done) {
     err = nl_recvmsgs(sock_.get(), cb.get());
     if (ex.error != 0) {

@@ -80,6 +80,7 @@ class Rtnl {
   static Expected<std::unique_ptr<nl_sock, NlSockFree>> connect(int protocol,
                                                                 const std::string& name);
   Status reopen();
+  friend struct RtnlTestPeer;  // netns/link_test.cc: leaves an answer unread
 
   std::unique_ptr<nl_sock, NlSockFree> sock_;
   int protocol_;

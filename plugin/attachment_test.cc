@@ -44,7 +44,7 @@ TEST(Attachment, UndoOfNothingRecordedRemovesTheRecord) {
   ASSERT_TRUE(a->record(StepKind::kDeviceInfo, {{"path", tmp.path() + "/devinfo"}}));
   StateStore store(tmp.path() + "/state");
   ASSERT_TRUE(store.load(a->rec().id())->has_value()) << "record() writes the record";
-  std::ofstream(tmp.path() + "/devinfo") << "{}";
+  std::ofstream(tmp.path() + "/devinfo") << R"({"type":"pci"})";
   ASSERT_TRUE(a->undo());
   EXPECT_FALSE(fs::exists(tmp.path() + "/devinfo")) << "the inverse ran";
   EXPECT_FALSE(store.load(a->rec().id())->has_value()) << "the record went with the last step";

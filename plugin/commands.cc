@@ -140,30 +140,47 @@ Status cmd_status(const cni::Call& call) {
 Status cmd_gc(const cni::Call& call) {
   StateStore store(state_dir_of(call.conf));
   const int timeout = ipam_timeout_of(call.conf);
-  TRY_ASSIGN(auto records, store.list(call.conf.name));
-  const auto& valid = call.conf.valid_attachments;
-  Status first_error;
-  for (const auto& record : records) {
-    if (std::find(valid.begin(), valid.end(),
-                  cni::AttachmentRef{record.container_id, record.ifname}) != valid.end()) {
-      continue;
+  // The spec: GC goes on past what it cannot clean up, and always passes GC on to IPAM.
+  std::vector<Error> failed;
+  if (auto listing = store.list(call.conf.name); !listing) {
+    failed.push_back(std::move(listing).error());
+  } else {
+    for (auto& file : listing->unreadable) {
+      failed.push_back(std::move(file.error));
     }
-    spdlog::info("GC: removing attachment {}/{}", record.container_id, record.ifname);
-    auto s = undo_attachment(store, record.id(), record.device_key, call.env, timeout);
-    if (!s && first_error) {
-      first_error = std::move(s).error();
+    const auto& valid = call.conf.valid_attachments;
+    for (const auto& record : listing->records) {
+      if (std::find(valid.begin(), valid.end(),
+                    cni::AttachmentRef{record.container_id, record.ifname}) != valid.end()) {
+        continue;
+      }
+      spdlog::info("GC: removing attachment {}/{}", record.container_id, record.ifname);
+      if (auto s = undo_attachment(store, record.id(), record.device_key, call.env, timeout); !s) {
+        failed.push_back(std::move(s).error().context(record.id().str()));
+      }
     }
   }
-  TRY(first_error);
-  if (call.conf.ipam_type.empty()) {
+  if (!call.conf.ipam_type.empty()) {
+    auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env,
+                                   call.stdin_text, ipam_options(timeout));
+    // A plugin that predates GC says 1, or (libcni's skel before 1.1) that a variable its
+    // commands need is missing: 3 or 4.
+    const int code = s ? 0 : cni::error_code(s.error());
+    if (code == 1 || code == 3 || code == 4) {
+      spdlog::warn("the IPAM plugin does not do GC: {}", s.error().msg());
+    } else if (!s) {
+      failed.push_back(std::move(s).error().context("IPAM GC"));
+    }
+  }
+  if (failed.empty()) {
     return ok_status();
   }
-  auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env, call.stdin_text,
-                                 ipam_options(timeout));
-  if (!s && cni::error_code(s.error()) == 1) {
-    return ok_status();  // the IPAM plugin predates GC
+  Error first = failed.front();
+  for (size_t i = 1; i < failed.size(); ++i) {
+    spdlog::error("GC: {}", failed[i].msg());
+    first.append("; " + failed[i].msg());
   }
-  return s;
+  return first.context("GC left " + std::to_string(failed.size()) + " thing(s) undone");
 }
 
 }  // namespace rdmanet::plugin

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/sysfs.h"
 
@@ -263,10 +264,9 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
   f.string("stateDir", &conf.state_dir).string("sysfsRoot", &conf.sysfs_root);
   f.integer_in("ipamTimeout", 1, 600, &conf.ipam_timeout_seconds);
   TRY(f.status());
-  if (conf.state_dir.empty() || conf.state_dir[0] != '/') {
-    return Error(ErrorKind::kInvalidConfig,
-                 "stateDir: \"" + conf.state_dir + "\" must be an absolute path");
-  }
+  TRY(check_absolute_path(conf.state_dir, "stateDir", ErrorKind::kInvalidConfig));
+  TRY(check_absolute_path(conf.sysfs_root, "sysfsRoot", ErrorKind::kInvalidConfig));
+  TRY(check_absolute_path(conf.configfs_root, "configfsRoot", ErrorKind::kInvalidConfig));
   return conf;
 }
 

@@ -283,6 +283,18 @@ TEST(LoadConf, RefusesVfSettingsOutOfBounds) {
   });
 }
 
+// The directories rdmanet writes, reads or removes under: absolute, never climbing.
+TEST(LoadConf, RefusesRelativeOrClimbingDirectories) {
+  expect_refused({
+      {"stateDir relative", conf({{"stateDir", "state"}}), 7, "stateDir"},
+      {"stateDir climbing", conf({{"stateDir", "/var/lib/../../etc"}}), 7, "stateDir"},
+      {"sysfsRoot relative", conf({{"sysfsRoot", "sys"}}), 7, "sysfsRoot"},
+      {"sysfsRoot climbing", conf({{"sysfsRoot", "/tmp/.."}}), 7, "sysfsRoot"},
+      {"configfsRoot relative", conf({{"configfsRoot", ""}}), 7, "configfsRoot"},
+      {"configfsRoot climbing", conf({{"configfsRoot", "/sys/../x"}}), 7, "configfsRoot"},
+  });
+}
+
 // InfiniBand VF GUIDs: the pod's runtimeConfig.infinibandGUID, else args.cni.guid; the
 // GUID goes to node and port alike.
 TEST(LoadConf, GuidSources) {

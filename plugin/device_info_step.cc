@@ -26,7 +26,7 @@ void write_device_info(Attachment& a) {
     info.rdma_device = a.rec().rdma->device;
   }
   // Recorded first: DEL removes it even when ADD dies right after writing it.
-  if (auto s = a.record(StepKind::kDeviceInfo, {{"path", path}}); !s) {
+  if (auto s = a.record(StepKind::kDeviceInfo, {{"path", path}, {"pciAddress", dev.pci}}); !s) {
     spdlog::warn("CNIDeviceInfoFile {} not written: {}", path, s.error().msg());
     return;
   }
@@ -37,9 +37,12 @@ void write_device_info(Attachment& a) {
 
 Status remove_device_info(Attachment& /*a*/, const nlohmann::json& step) {
   std::string path;
-  TRY(Fields(step, "device-info", ErrorKind::kState).required_string("path", &path).status());
-  // The path ADD wrote, never one from the DEL config.
-  if (auto s = cni::remove_device_info(path); !s) {
+  std::string pci;
+  Fields f(step, "device-info", ErrorKind::kState);
+  TRY(f.required_string("path", &path).string("pciAddress", &pci).status());
+  // The path ADD wrote, never one from the DEL config; removed only while it still is the
+  // document ADD wrote (records before 0.3 have no pciAddress: any device-info document).
+  if (auto s = cni::remove_device_info(path, pci); !s) {
     spdlog::warn("CNIDeviceInfoFile: {}", s.error().msg());  // Multus removes it too
   }
   return ok_status();

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -76,9 +77,21 @@ Status hold_device(Attachment& a) {
   return a.store().set_holder(a.rec().device_key, a.rec().id());
 }
 
+Status check_recorded_link_name(const std::string& name, const std::string& field) {
+  if (auto s = netns::check_link_name(name); !s) {
+    return Error(ErrorKind::kState, field + ": " + s.error().msg());
+  }
+  return ok_status();
+}
+
 Status release_hold(Attachment& a, const json& step) {
   std::string key;
   TRY(Fields(step, "hold-device", ErrorKind::kState).required_string("key", &key).status());
+  if (key != a.rec().device_key) {
+    return Error(ErrorKind::kState, "hold-device.key \"" + key +
+                                        "\" is not the record's device (\"" + a.rec().device_key +
+                                        "\")");
+  }
   return a.store().clear_holder(key, a.rec().id());
 }
 
@@ -156,7 +169,7 @@ Expected<HostSettings> host_settings(const AttachmentRecord& rec, const json& st
   f.string_list("altnames", &h.altnames).boolean("wasUp", &h.was_up);
   f.object("identity", &identity);
   TRY(f.status());
-  TRY(netns::check_link_name(h.name).with_context("netdev-move.hostName"));
+  TRY(check_recorded_link_name(h.name, "netdev-move.hostName"));
   h.identity.index = h.index;
   if (identity.is_object()) {
     TRY_ASSIGN(h.identity, identity_from_json(identity, "netdev-move.identity"));
@@ -225,6 +238,8 @@ Status restore_host_settings(Rtnl& rtnl, LinkInfo link, const HostSettings& h) {
   if (link.name != h.name) {
     if (auto s = netns::rename_link(rtnl, link, h.name); s) {
       link.name = h.name;
+    } else if (s.error().sys_errno() != EEXIST) {
+      return std::move(s).error();  // not "taken": a failure, for the next DEL to retry
     } else if (link.name != fallback_name(h)) {
       spdlog::warn("rename {} back to {}: {}; using {}", link.name, h.name, s.error().msg(),
                    fallback_name(h));
@@ -247,6 +262,9 @@ Status restore_host_settings(Rtnl& rtnl, LinkInfo link, const HostSettings& h) {
       continue;
     }
     if (auto s = netns::add_link_altname(rtnl, link, altname); !s) {
+      if (s.error().sys_errno() != EEXIST) {
+        return std::move(s).error();
+      }
       // Someone took the name meanwhile; the device works without it.
       spdlog::warn("restore altname {} on {}: {}", altname, link.name, s.error().msg());
     }
@@ -376,6 +394,7 @@ Status delete_macvlan(Attachment& a, const json& step) {
   Fields f(step, "macvlan", ErrorKind::kState);
   f.required_string("name", &name).integer("parentIndex", &parent).integer("index", &index);
   TRY(f.status());
+  TRY(check_recorded_link_name(name, "macvlan.name"));
   return in_netns(*a.pod(), [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
     if (parent == 0) {

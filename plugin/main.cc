@@ -1,7 +1,8 @@
 // rdmanet: attaches an RDMA netdev, SR-IOV VF or a macvlan child of an RDMA
 // NIC to a pod's network namespace. `rdmanet validate FILE...` checks configs;
 // `rdmanet rdma-netns-mode [shared|exclusive]` shows or sets the node's RDMA
-// netns mode (for operators and node preparation).
+// netns mode (for operators and node preparation); `rdmanet state list|forget`
+// shows attachment records and drops those DEL cannot finish.
 #include <iostream>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "cni/validate.h"
 #include "plugin/commands.h"
 #include "plugin/conf.h"
+#include "plugin/state_command.h"
 #include "rdma/nldev.h"
 
 namespace {
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string(argv[1]) == "rdma-netns-mode") {
     return rdma_netns_mode(argc, argv);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "state") {
+    return rdmanet::plugin::state_main({argv + 2, argv + argc}, std::cout, std::cerr);
   }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet";

@@ -30,6 +30,34 @@ TEST_F(Rdmanet, CheckVerifiesAgainstPrevResult) {
   EXPECT_EQ(unknown.code(), 3) << unknown.out;
 }
 
+// What the pod (or anything else) changed after ADD: a route's gateway, the MTU.
+TEST_F(Rdmanet, CheckComparesRouteGatewaysAndTheMtu) {
+  auto [port, peer] = make_ports();
+  std::string pod = make_pod();
+  json c = conf({{"device", port}});
+  c["ipam"]["routes"] = {{{"dst", "10.124.0.0/16"}, {"gw", "10.123.0.1"}}};
+  auto add = cni("ADD", "chk2", pod, c);
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  json with_prev = c;
+  with_prev["prevResult"] = add.doc();
+  // A 1.1.0 result carries the MTU (host-local, the IPAM peer here, stops at 1.0.0).
+  with_prev["prevResult"]["interfaces"][0]["mtu"] = std::stoi(link_field("net1", "mtu", pod));
+  ASSERT_EQ(cni("CHECK", "chk2", pod, with_prev).exit_code, 0);
+
+  sh("ip -n " + pod + " route replace 10.124.0.0/16 via 10.123.0.9 dev net1");
+  auto gw = cni("CHECK", "chk2", pod, with_prev);
+  EXPECT_EQ(gw.exit_code, 1);
+  EXPECT_NE(gw.msg().find("10.124.0.0/16 via 10.123.0.1"), std::string::npos) << gw.out;
+  sh("ip -n " + pod + " route replace 10.124.0.0/16 via 10.123.0.1 dev net1");
+  ASSERT_EQ(cni("CHECK", "chk2", pod, with_prev).exit_code, 0);
+
+  sh("ip -n " + pod + " link set net1 mtu 1280");
+  auto mtu = cni("CHECK", "chk2", pod, with_prev);
+  EXPECT_EQ(mtu.exit_code, 1);
+  EXPECT_NE(mtu.msg().find("MTU 1280"), std::string::npos) << mtu.out;
+  EXPECT_EQ(cni("DEL", "chk2", pod, c).exit_code, 0);
+}
+
 TEST_F(Rdmanet, StatusAndGc) {
   auto [a, b] = make_ports();
   std::string pod_a = make_pod();

@@ -4,6 +4,8 @@
 // and keep its record while it cannot.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -27,6 +29,37 @@ class Hostile : public Rdmanet {
   }
 
   Output del() { return cni("DEL", "evil", pod_, config_); }
+
+  // The attachment's record file, and a way to change what it says.
+  std::string record_file() const { return dir_ + "/state/rail0/evil.6e657431.json"; }
+  json read_record() const {
+    std::ifstream in(record_file());
+    return json::parse(in, nullptr, false);
+  }
+  void write_record(const json& doc) const { std::ofstream(record_file()) << doc.dump(2); }
+  // Sets `key` of the record's first step of kind `step` to `value`.
+  void forge(const std::string& step, const std::string& key, const json& value) {
+    json doc = read_record();
+    for (auto& s : doc["steps"]) {
+      if (s["step"] == step) {
+        s[key] = value;
+        write_record(doc);
+        return;
+      }
+    }
+    FAIL() << "no step " << step << " in " << doc.dump();
+  }
+
+  // `rdmanet state ...` on the test's state dir: exit code and stdout.
+  std::pair<int, std::string> state(const std::string& args) {
+    std::string out = dir_ + "/state-command.out";
+    int rc = std::system(
+        (dir_ + "/bin/rdmanet state --state-dir " + dir_ + "/state " + args + " >" + out + " 2>&1")
+            .c_str());
+    std::ifstream in(out);
+    return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+            std::string(std::istreambuf_iterator<char>(in), {})};
+  }
 
   // `ip -n <pod> ...` as the pod would run it.
   void in_pod(const std::string& cmd) { sh("ip -n " + pod_ + " " + cmd); }
@@ -121,6 +154,103 @@ TEST_F(Hostile, MacvlanDelDeletesOurChildNotTheImpostor) {
   EXPECT_TRUE(link_exists("net1", pod_)) << "the pod's own link was deleted";
   EXPECT_TRUE(link_exists(port_)) << "the parent stays in the host";
   EXPECT_TRUE(state_files().empty());
+}
+
+// Tampered state: the record names what is not the attachment's. DEL refuses (107, naming
+// the field), changes nothing the forged field names and keeps the record; the operator
+// sees it in `rdmanet state list` and drops it with `rdmanet state forget`.
+TEST_F(Hostile, AForgedHoldKeyIsRefusedAndTheOperatorCanForgetTheRecord) {
+  attach();
+  // Another attachment's hold, which DEL must not release.
+  std::string other = dir_ + "/state/holds/someone-else";
+  std::ofstream(other) << R"({"network":"rail0","containerID":"other","ifname":"net1"})";
+  forge("hold-device", "key", "someone-else");
+  auto d = del();
+  EXPECT_EQ(d.code(), 107) << d.out;
+  EXPECT_NE(d.msg().find("hold-device.key"), std::string::npos) << d.msg();
+  EXPECT_TRUE(std::filesystem::exists(other)) << "another attachment's hold was released";
+  EXPECT_TRUE(std::filesystem::exists(record_file())) << "the record went with a step undone";
+  EXPECT_TRUE(link_exists(port_)) << "the steps before the forged one are undone";
+
+  auto [list_rc, listing] = state("list");
+  EXPECT_EQ(list_rc, 0) << listing;
+  EXPECT_NE(listing.find("container evil ifname net1"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("steps hold-device"), std::string::npos) << listing;
+  auto [rc, out] = state("forget " + record_file());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"someone-else\""), std::string::npos) << "the record is shown: " << out;
+  EXPECT_FALSE(std::filesystem::exists(record_file()));
+  EXPECT_TRUE(std::filesystem::exists(other)) << "forget released someone else's hold";
+  EXPECT_EQ(state_files(), std::vector<std::string>{other}) << "our hold is not released";
+  EXPECT_EQ(del().exit_code, 0);
+}
+
+// A record that no longer parses: DEL says so (107, naming the file), GC goes on past it,
+// `state list` names it as unreadable, `state forget` drops it and the hold naming it.
+TEST_F(Hostile, AnUnreadableRecordIsListedAndForgotten) {
+  attach();
+  std::ofstream(record_file()) << R"({"version": 2, "steps": [)";
+  auto d = del();
+  EXPECT_EQ(d.code(), 107) << d.out;
+  EXPECT_NE(d.msg().find(record_file()), std::string::npos) << d.msg();
+  auto [list_rc, listing] = state("list");
+  EXPECT_EQ(list_rc, 0) << listing;
+  EXPECT_NE(listing.find("unreadable " + record_file()), std::string::npos) << listing;
+  auto [rc, out] = state("forget " + record_file());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("released the hold"), std::string::npos) << out;
+  EXPECT_TRUE(state_files().empty()) << "the record or its hold is left";
+  EXPECT_EQ(del().exit_code, 0);
+}
+
+// `state forget` drops only record files of the state dir it was given.
+TEST_F(Hostile, StateForgetTouchesNothingButRecordFiles) {
+  attach();
+  for (const std::string& path :
+       {dir_ + "/elsewhere.json", dir_ + "/state/holds/x.json", dir_ + "/state/rail0/../x.json",
+        dir_ + "/state/rail0/sub/dir.json", std::string("relative.json")}) {
+    if (path.front() == '/') {
+      std::ofstream(path) << "{}";  // some of these cannot be created; that is fine
+    }
+    auto [rc, out] = state("forget " + path);
+    EXPECT_EQ(rc, 1) << path << ": " << out;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/elsewhere.json"));
+  EXPECT_TRUE(std::filesystem::exists(record_file()));
+  EXPECT_EQ(state("bogus").first, 2);
+  EXPECT_EQ(state("--state-dir relative list").first, 2);
+}
+
+// Forged names and paths in the steps: each is refused before anything acts on it.
+TEST_F(Hostile, ForgedNamesInTheRecordAreRefused) {
+  attach();
+  forge("netdev-move", "hostName", "../../x");
+  auto d = del();
+  EXPECT_EQ(d.code(), 107) << d.out;
+  EXPECT_NE(d.msg().find("netdev-move.hostName"), std::string::npos) << d.msg();
+  EXPECT_TRUE(link_exists("net1", pod_)) << "the device moved under a forged name";
+}
+
+// A device-info path pointed at a file that is not the device-info document ADD wrote
+// (another file, or another device's document): DEL leaves that file alone.
+TEST_F(Hostile, ADeviceInfoPathPointedElsewhereIsNotRemoved) {
+  std::tie(port_, peer_) = make_ports();
+  fake_pci("0000:3b:00.2", port_, "mlx5_core");
+  pod_ = make_pod();
+  config_ = conf({{"sysfsRoot", dir_ + "/sys"},
+                  {"runtimeConfig",
+                   {{"deviceID", "0000:3b:00.2"}, {"CNIDeviceInfoFile", dir_ + "/devinfo"}}}});
+  std::string precious = dir_ + "/precious";
+  std::ofstream(precious) << "not a device-info document\n";
+  std::string other_device = dir_ + "/other-devinfo";
+  std::ofstream(other_device) << R"({"type":"pci","pci":{"pci-address":"0000:3b:00.9"}})";
+  for (const std::string& target : {precious, other_device}) {
+    auto add = cni("ADD", "evil", pod_, config_);
+    ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+    forge("device-info", "path", target);
+    EXPECT_EQ(del().exit_code, 0) << "Multus removes the file too; DEL warns and goes on";
+    EXPECT_TRUE(std::filesystem::exists(target)) << target << " was removed";
+  }
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 // a failing or missing IPAM plugin.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "plugin/testing/plugin_fixture.h"
 
@@ -38,6 +40,32 @@ TEST_F(Rdmanet, AnExhaustedPoolIsRefusedAndRolledBack) {
   EXPECT_FALSE(link_exists("net1", pod2));
   EXPECT_EQ(cni("DEL", "second", pod2, pool(second)).exit_code, 0);
   EXPECT_EQ(cni("DEL", "first", pod1, pool(first)).exit_code, 0);
+}
+
+// The runtime gives up on an ADD: containerd SIGKILLs the plugin when kubelet cancels
+// RunPodSandbox, then runs DEL. The IPAM child dies with rdmanet, so nothing allocates
+// after that DEL (before, the child went on and leaked a lease).
+TEST_F(Rdmanet, AnAddKilledByTheRuntimeLeavesNoLeaseAfterItsDel) {
+  auto [port, peer] = make_ports();
+  std::string pod = make_pod();
+  // host-local; its ADD after a pause in which the runtime gives up.
+  const std::string started = dir_ + "/ipam-started";
+  std::ofstream(dir_ + "/bin/slow-ipam")
+      << "#!/bin/sh\nif [ \"$CNI_COMMAND\" = ADD ]; then touch " << started
+      << "; sleep 1; fi\nexec " << dir_ << "/bin/host-local\n";
+  fs::permissions(dir_ + "/bin/slow-ipam", fs::perms::owner_all);
+  json c = conf({{"device", port}});
+  c["ipam"]["type"] = "slow-ipam";
+  sh("(" + cni_shell("ADD", "killed", pod, c) + " >/dev/null & pid=$!; n=0; " + "while [ ! -e " +
+     started + " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; " +
+     "kill -9 $pid; wait $pid) || true");
+  ASSERT_TRUE(fs::exists(started)) << "ADD never reached IPAM";
+  auto del = cni("DEL", "killed", pod, c);
+  EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // the IPAM child's pause, twice
+  EXPECT_TRUE(leases().empty()) << "the IPAM child of the killed ADD allocated after DEL";
+  EXPECT_TRUE(link_exists(port));
+  EXPECT_TRUE(state_files().empty());
 }
 
 TEST_F(Rdmanet, FailedAddRollsEverythingBack) {

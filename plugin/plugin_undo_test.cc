@@ -145,6 +145,46 @@ TEST_F(Undo, APartialUndoRecordsExactlyTheStepsLeft) {
   EXPECT_TRUE(state_files().empty());
 }
 
+// GC goes on past an attachment it cannot undo, and always forwards GC to the IPAM plugin
+// (the spec); its error names what it left.
+TEST_F(Undo, GcGoesOnPastAFailureAndStillForwardsToIpam) {
+  auto [port_a, peer_a] = make_ports();
+  auto [port_b, peer_b] = make_ports();
+  std::string pod_a = make_pod();
+  std::string pod_b = make_pod();
+  json a = logged_ipam_conf({{"device", port_a}});
+  json b = logged_ipam_conf({{"device", port_b}});
+  ASSERT_EQ(cni("ADD", "gc-a", pod_a, a).exit_code, 0);
+  ASSERT_EQ(cni("ADD", "gc-b", pod_b, b).exit_code, 0);
+  const std::string name_b = port_b;  // a lambda cannot capture a structured binding
+  std::string hold_b = dir_ + "/state/holds/name-" + [&] {
+    std::string hex;
+    for (unsigned char c : name_b) {
+      char buf[3];
+      snprintf(buf, sizeof buf, "%02x", c);
+      hex += buf;
+    }
+    return hex;
+  }();
+  ASSERT_TRUE(fs::exists(hold_b));
+  fs::remove(hold_b);
+  fs::create_directories(hold_b + "/in-the-way");
+
+  json gc = logged_ipam_conf(json::object());
+  gc["cniVersion"] = "1.1.0";
+  gc["cni.dev/valid-attachments"] = json::array();
+  auto out = cni("GC", "", "", gc, "");
+  EXPECT_EQ(out.exit_code, 1) << out.out;
+  EXPECT_NE(out.msg().find("container gc-b"), std::string::npos) << out.msg();
+  EXPECT_TRUE(link_exists(port_a)) << "GC stopped at the failing attachment";
+  EXPECT_TRUE(link_exists(port_b)) << "b's steps after the hold were undone too";
+  EXPECT_NE(ipam_log().find("GC"), std::string::npos) << "IPAM GC was not forwarded";
+  fs::remove_all(hold_b);
+  auto again = cni("GC", "", "", gc, "");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_TRUE(state_files().empty());
+}
+
 // A node upgraded with pods running: their records are rdmanet 0.1's snapshots (version
 // 1). DEL reads one as the steps it implies and restores the device as 0.1's DEL did.
 TEST_F(Undo, DelOfAVersion1RecordRestoresTheDevice) {

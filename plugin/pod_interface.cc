@@ -179,12 +179,19 @@ Status check_routes(Rtnl& rtnl, const LinkInfo& link, const cni::Result& expecte
     TRY_ASSIGN(auto routes,
                netns::list_routes(rtnl, dst->addr.is_v4() ? AF_INET : AF_INET6,
                                   r.table ? static_cast<uint32_t>(*r.table) : RT_TABLE_MAIN));
+    std::optional<netns::IpAddress> gw;
+    if (!r.gw.empty()) {
+      if (auto parsed = netns::IpAddress::parse(r.gw); parsed) {
+        gw = *parsed;
+      }
+    }
     bool found = std::any_of(routes.begin(), routes.end(), [&](const netns::Route& have) {
-      return have.dst == *dst && have.ifindex == link.index;
+      return have.dst == *dst && have.ifindex == link.index && (!gw || have.gateway == gw);
     });
     if (!found) {
-      return Error(ErrorKind::kKernel,
-                   "CHECK: route to " + r.dst + " via " + ifname + " is missing");
+      return Error(ErrorKind::kKernel, "CHECK: route to " + r.dst +
+                                           (r.gw.empty() ? "" : " via " + r.gw) + " on " + ifname +
+                                           " is missing");
     }
   }
   return ok_status();
@@ -212,10 +219,15 @@ Status check_pod_interface(const cni::Call& call, const netns::Netns& pod) {
       return Error(ErrorKind::kInvalidConfig,
                    "CHECK: prevResult has no interface " + ifname + " in " + call.env.netns);
     }
-    const auto& mac = expected.interfaces[index].mac;
-    if (!mac.empty() && mac != link->hwaddr.str()) {
+    const auto& iface = expected.interfaces[index];
+    if (!iface.mac.empty() && iface.mac != link->hwaddr.str()) {
       return Error(ErrorKind::kKernel, "CHECK: " + ifname + " has MAC " + link->hwaddr.str() +
-                                           ", prevResult says " + mac);
+                                           ", prevResult says " + iface.mac);
+    }
+    if (iface.mtu > 0 && static_cast<uint32_t>(iface.mtu) != link->mtu) {
+      return Error(ErrorKind::kKernel, "CHECK: " + ifname + " has MTU " +
+                                           std::to_string(link->mtu) + ", prevResult says " +
+                                           std::to_string(iface.mtu));
     }
     TRY(check_addresses(rtnl, *link, expected, index, ifname));
     return check_routes(rtnl, *link, expected, ifname);

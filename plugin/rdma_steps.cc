@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/files.h"
 #include "base/hex.h"
 #include "base/json_fields.h"
 #include "netns/dcb.h"
@@ -316,6 +317,13 @@ Status delete_soft_roce(Attachment& a, const json& step) {
   Fields f(step, "soft-roce", ErrorKind::kState);
   f.required_string("device", &device).string("configfsRoot", &configfs_root);
   TRY(f.status());
+  // Only the device ADD names for this attachment is ever deleted.
+  if (device != soft_roce_name(a.rec().id())) {
+    return Error(ErrorKind::kState, "soft-roce.device \"" + device +
+                                        "\" is not this attachment's (\"" +
+                                        soft_roce_name(a.rec().id()) + "\")");
+  }
+  TRY(check_absolute_path(configfs_root, "soft-roce.configfsRoot", ErrorKind::kState));
   // Wherever it is (DEL has moved it home first); gone with its netdev is fine.
   std::vector<const Netns*> places{&a.host()};
   if (a.pod()) {

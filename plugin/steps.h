@@ -117,6 +117,10 @@ cni::DelegateOptions ipam_options(int seconds);
 Status ipam_del(const std::string& type, const cni::Environment& env, const std::string& config,
                 int timeout_seconds);
 
+// A link name read back from a record: one the kernel could hold, else kState naming
+// `field` (state that names what no link can be named was not written by ADD).
+Status check_recorded_link_name(const std::string& name, const std::string& field);
+
 // The soft-RoCE device name of an attachment: "rxe_<ifname>_<8 hex digits>", unique per
 // (network, container, ifname), only [A-Za-z0-9_-].
 std::string soft_roce_name(const AttachmentId& id);

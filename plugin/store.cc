@@ -1,8 +1,9 @@
 #include "plugin/store.h"
 
-#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -21,13 +22,33 @@ Status ensure_dirs(const std::string& root, const std::string& sub) {
   std::string dir = sub.empty() ? root : root + "/" + sub;
   TRY(make_directories(dir, 0700).with_context("state directory"));
   // DEL trusts what it reads here: nobody else may be able to write it.
+  TRY(check_private_directory(root).with_context("state directory"));
   return check_private_directory(dir).with_context("state directory");
 }
 
+// Before reading: a directory that is not there holds nothing; one that is must be private
+// (owner, no group or other write, no symlink), or nothing in it is believed.
+Status trusted_if_present(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    return ok_status();
+  }
+  auto s = check_private_directory(dir);
+  if (!s) {
+    return Error(ErrorKind::kState, "state directory: " + s.error().msg());
+  }
+  return s;
+}
+
 // Removes a file and the temporary a killed write of it can leave (write_file_atomically
-// writes <path>.tmp, then renames).
+// writes <path>.tmp, then renames). Files that are not there are not unlinked, so a DEL of
+// nothing works on a read-only state directory (unlink says EROFS before it looks).
 Status remove_file(const std::string& path) {
   for (const std::string& p : {path + ".tmp", path}) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 && errno == ENOENT) {
+      continue;
+    }
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
       return Error(ErrorKind::kIo, "remove " + p + ": " + std::strerror(errno));
     }
@@ -64,12 +85,18 @@ std::string StateStore::attachment_path(const AttachmentId& id) const {
 }
 
 Expected<std::optional<AttachmentRecord>> StateStore::load(const AttachmentId& id) const {
+  TRY(trusted_if_present(root_));
+  TRY(trusted_if_present(root_ + "/" + bounded_name(id.network)));
   std::string path = attachment_path(id);
   TRY_ASSIGN(auto doc, read_json_object(path, "state file"));
   if (!doc) {
     return std::optional<AttachmentRecord>();
   }
   TRY_ASSIGN(auto record, parse_record(*doc, path));
+  if (record.id() != id) {
+    return Error(ErrorKind::kState, "state file " + path + " is the record of " +
+                                        record.id().str() + ", not of " + id.str());
+  }
   return std::optional<AttachmentRecord>(std::move(record));
 }
 
@@ -81,6 +108,8 @@ Status StateStore::save(const AttachmentRecord& record) {
 Status StateStore::forget(const AttachmentId& id) { return remove_file(attachment_path(id)); }
 
 Expected<std::optional<AttachmentId>> StateStore::holder(const std::string& key) const {
+  TRY(trusted_if_present(root_));
+  TRY(trusted_if_present(root_ + "/holds"));
   std::string path = root_ + "/holds/" + key;
   TRY_ASSIGN(auto doc, read_json_object(path, "hold file"));
   if (!doc) {
@@ -108,31 +137,90 @@ Status StateStore::clear_holder(const std::string& key, const AttachmentId& id) 
   return remove_file(root_ + "/holds/" + key);
 }
 
-Expected<std::vector<AttachmentRecord>> StateStore::list(const std::string& network) const {
-  std::vector<AttachmentRecord> out;
-  std::string dir = root_ + "/" + bounded_name(network);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) {
-      return out;
-    }
-    return Error(ErrorKind::kIo, "list " + dir + ": " + std::strerror(errno));
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".json") != 0) {
-      continue;
-    }
-    auto doc = read_json_object(dir + "/" + name, "state file");
-    if (!doc || !doc->has_value()) {
-      continue;
-    }
-    if (auto record = parse_record(**doc, dir + "/" + name); record) {
-      out.push_back(std::move(*record));
-    }
-  }
-  ::closedir(d);
+Expected<StateStore::Listing> StateStore::list(const std::string& network) const {
+  TRY(trusted_if_present(root_));
+  Listing out;
+  TRY(list_into(root_ + "/" + bounded_name(network), &out));
   return out;
+}
+
+Expected<StateStore::Listing> StateStore::list_all() const {
+  TRY(trusted_if_present(root_));
+  Listing out;
+  TRY_ASSIGN(auto networks, directory_entries(root_));
+  for (const auto& name : networks) {
+    struct stat st {};
+    std::string dir = root_ + "/" + name;
+    if (name != "holds" && name != "locks" && ::lstat(dir.c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
+      if (auto s = list_into(dir, &out); !s) {
+        out.unreadable.push_back({dir, std::move(s).error()});
+      }
+    }
+  }
+  return out;
+}
+
+Status StateStore::list_into(const std::string& dir, Listing* out) const {
+  TRY(trusted_if_present(dir));
+  TRY_ASSIGN(auto names, directory_entries(dir));
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0) {
+      continue;
+    }
+    std::string path = dir + "/" + name;
+    auto doc = read_json_object(path, "state file");
+    if (doc && !doc->has_value()) {
+      continue;  // removed meanwhile
+    }
+    auto record = doc ? parse_record(**doc, path) : Expected<AttachmentRecord>(doc.error());
+    if (record && attachment_path(record->id()) != path) {
+      record = Error(ErrorKind::kState, "state file " + path + " holds the record of " +
+                                            record->id().str() + ", whose file is another");
+    }
+    if (record) {
+      out->records.push_back(std::move(*record));
+    } else {
+      out->unreadable.push_back({path, std::move(record).error()});
+    }
+  }
+  return ok_status();
+}
+
+Expected<std::vector<std::string>> StateStore::forget_file(const std::string& path) {
+  TRY(trusted_if_present(root_));
+  // Only a record file of this store: <root>/<network dir>/<container>.<hex ifname>.json.
+  const std::string prefix = root_ + "/";
+  std::string rest = path.rfind(prefix, 0) == 0 ? path.substr(prefix.size()) : "";
+  size_t slash = rest.find('/');
+  std::string dir = rest.substr(0, slash);
+  std::string file = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  const bool is_json = file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0;
+  std::string stem = is_json ? file.substr(0, file.size() - 5) : "";
+  size_t dot = stem.rfind('.');
+  if (dir.empty() || dir == "holds" || dir == "locks" || dir == "." || dir == ".." ||
+      file.find('/') != std::string::npos || !is_json || dot == std::string::npos || dot == 0) {
+    return Error(ErrorKind::kInvalidConfig,
+                 path + " is not an attachment record of state directory " + root_);
+  }
+  TRY(trusted_if_present(root_ + "/" + dir));
+  // The attachment as the file's name gives it (its content may be what cannot be read).
+  std::string container = stem.substr(0, dot);
+  std::string ifname = unhex(stem.substr(dot + 1));
+  std::vector<std::string> cleared;
+  TRY(trusted_if_present(root_ + "/holds"));
+  TRY_ASSIGN(auto keys, directory_entries(root_ + "/holds"));
+  for (const auto& key : keys) {
+    auto held = holder(key);
+    if (held && held->has_value() && bounded_name((*held)->network) == dir &&
+        bounded_name((*held)->container_id) == container && (*held)->ifname == ifname) {
+      TRY(remove_file(root_ + "/holds/" + key));
+      cleared.push_back(key);
+    }
+  }
+  TRY(remove_file(path));
+  return cleared;
 }
 
 Status StateStore::check_writable() {

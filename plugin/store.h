@@ -27,6 +27,8 @@ class StateStore {
   // Blocks until this process holds the lock `key` (a device key, "pf-...", "rdma-netns").
   Expected<FileLock> lock(const std::string& key);
 
+  // The record of `id`, if any. A state directory that is not private, or a file that is
+  // not the record of `id`, is kState (107) naming it.
   Expected<std::optional<AttachmentRecord>> load(const AttachmentId& id) const;
   Status save(const AttachmentRecord& record);
   // Removes whatever is on disk of an attachment, also the temporary of a write that was
@@ -39,14 +41,33 @@ class StateStore {
   // Removes the hold if it names `id`; someone else's hold is left alone.
   Status clear_holder(const std::string& key, const AttachmentId& id);
 
-  // Every attachment of a network (for GC). Files that cannot be read are skipped.
-  Expected<std::vector<AttachmentRecord>> list(const std::string& network) const;
+  // Every attachment of a network (for GC and the operator's listing), and each file that
+  // could not be read, trusted or parsed, with why.
+  struct Unreadable {
+    std::string path;
+    Error error;
+  };
+  struct Listing {
+    std::vector<AttachmentRecord> records;
+    std::vector<Unreadable> unreadable;
+  };
+  Expected<Listing> list(const std::string& network) const;
+  // The same over every network directory (for `rdmanet state list`).
+  Expected<Listing> list_all() const;
+  // The file of an attachment's record.
+  std::string path_of(const AttachmentId& id) const { return attachment_path(id); }
+
+  // For the operator, when DEL cannot go on (`rdmanet state forget`): removes the record
+  // file `path` (a .json file in a network directory of this store, readable or not) and
+  // every hold naming its attachment, undoing nothing. Returns the hold keys removed.
+  Expected<std::vector<std::string>> forget_file(const std::string& path);
 
   // The directory holds state: writable, creatable (for STATUS).
   Status check_writable();
 
  private:
   std::string attachment_path(const AttachmentId& id) const;
+  Status list_into(const std::string& dir, Listing* out) const;
   std::string root_;
 };
 

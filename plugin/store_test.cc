@@ -1,9 +1,14 @@
 #include "plugin/store.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "base/hex.h"
 #include "base/testing/temp_dir.h"
@@ -75,7 +80,7 @@ TEST_F(Store, LongNetworkNamesWork) {
   EXPECT_TRUE(store.load(r.id())->has_value());
   auto all = store.list(r.network);
   ASSERT_TRUE(all);
-  EXPECT_EQ(all->size(), 1U);
+  EXPECT_EQ(all->records.size(), 1U);
 }
 
 // DEL trusts the state: a directory others can write to is refused.
@@ -139,6 +144,80 @@ TEST_F(Store, SymlinkedStateFileIsRefused) {
   auto loaded = store.load(sample().id());
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.error().kind(), ErrorKind::kIo);
+}
+
+// DEL trusts what it reads: a state root that others could write to (or a symlink) is not
+// believed, for reading as for writing, and the error (107) names it.
+TEST_F(Store, AnUntrustedRootIsNotBelieved) {
+  StateStore store(dir_ + "/state");
+  ASSERT_TRUE(store.save(sample()).ok());
+  fs::permissions(dir_ + "/state", fs::perms(0777));
+  auto loaded = store.load(sample().id());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(cni::error_code(loaded.error()), 107);
+  EXPECT_NE(loaded.error().msg().find(dir_ + "/state"), std::string::npos) << loaded.error().msg();
+  EXPECT_FALSE(store.holder("pci-x").ok());
+  EXPECT_FALSE(store.list("rail0").ok());
+  EXPECT_FALSE(store.save(sample()).ok());
+  fs::permissions(dir_ + "/state", fs::perms(0700));
+  fs::rename(dir_ + "/state", dir_ + "/real");
+  fs::create_directory_symlink(dir_ + "/real", dir_ + "/state");
+  EXPECT_FALSE(store.load(sample().id()).ok()) << "a symlinked root was followed";
+  // Not there at all: nothing recorded, which is no error.
+  StateStore none(dir_ + "/nowhere");
+  auto nothing = none.load(sample().id());
+  ASSERT_TRUE(nothing.ok()) << nothing.error().msg();
+  EXPECT_FALSE(nothing->has_value());
+}
+
+// A record in another attachment's file (forged, or copied by hand) is not believed.
+TEST_F(Store, ARecordInAnotherAttachmentsFileIsRefused) {
+  StateStore store(dir_ + "/state");
+  AttachmentRecord other = sample();
+  other.container_id = "someone-else";
+  ASSERT_TRUE(store.save(other).ok());
+  fs::rename(dir_ + "/state/rail0/someone-else." + hex("net1") + ".json",
+             dir_ + "/state/rail0/abc." + hex("net1") + ".json");
+  auto loaded = store.load(sample().id());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(cni::error_code(loaded.error()), 107);
+  auto listing = store.list("rail0");
+  ASSERT_TRUE(listing.ok());
+  EXPECT_TRUE(listing->records.empty());
+  ASSERT_EQ(listing->unreadable.size(), 1U);
+  EXPECT_NE(listing->unreadable[0].error.msg().find("abc."), std::string::npos);
+}
+
+// GC's listing names each file it cannot read and goes on with the others.
+TEST_F(Store, TheListingNamesUnreadableFilesAndKeepsTheRest) {
+  StateStore store(dir_ + "/state");
+  ASSERT_TRUE(store.save(sample()).ok());
+  std::ofstream(dir_ + "/state/rail0/broken." + hex("net1") + ".json") << "{\"version\": 2";
+  fs::create_directory(dir_ + "/state/rail0/dir." + hex("net1") + ".json");
+  auto listing = store.list("rail0");
+  ASSERT_TRUE(listing.ok()) << listing.error().msg();
+  EXPECT_EQ(listing->records.size(), 1U);
+  EXPECT_EQ(listing->unreadable.size(), 2U);
+}
+
+// A DEL of nothing must work on a read-only state directory: nothing to remove means no
+// unlink, which a read-only mount refuses before it looks.
+TEST_F(Store, ForgettingNothingWorksOnAReadOnlyDirectory) {
+  ASSERT_EQ(geteuid(), 0U) << "needs root for a read-only bind mount; it does not skip";
+  StateStore store(dir_ + "/state");
+  ASSERT_TRUE(store.save(sample()).ok());
+  std::string ro = dir_ + "/state";
+  ASSERT_EQ(::mount(ro.c_str(), ro.c_str(), nullptr, MS_BIND, nullptr), 0) << strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{ro};
+  ASSERT_EQ(::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr), 0)
+      << strerror(errno);
+  EXPECT_TRUE(store.forget({"rail0", "nobody", "net1"}).ok());
+  auto s = store.forget(sample().id());
+  ASSERT_FALSE(s.ok()) << "a record that is there cannot be removed read-only";
+  EXPECT_NE(s.error().msg().find("Read-only"), std::string::npos) << s.error().msg();
 }
 
 }  // namespace

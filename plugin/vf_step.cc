@@ -1,6 +1,7 @@
 // SR-IOV VF settings through the PF, and putting them back.
 #include <spdlog/spdlog.h>
 
+#include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/link.h"
 #include "netns/sysfs.h"
@@ -147,8 +148,13 @@ Status restore_vf_settings(Attachment& a, const json& step) {
   json original_doc;
   Fields f(step, "vf-settings", ErrorKind::kState);
   f.required_string("pfPci", &pf_pci).string("pfName", &pf_name);
-  f.string("sysfsRoot", &sysfs_root).integer("vf", &vf).object("original", &original_doc);
+  f.string("sysfsRoot", &sysfs_root).integer_in("vf", 0, 0xffff, &vf);
+  f.object("original", &original_doc);
   TRY(f.status());
+  if (!netns::is_pci_address(pf_pci)) {
+    return Error(ErrorKind::kState, "vf-settings.pfPci \"" + pf_pci + "\" is not a PCI address");
+  }
+  TRY(check_absolute_path(sysfs_root, "vf-settings.sysfsRoot", ErrorKind::kState));
   TRY_ASSIGN(auto original, settings_from_json(original_doc, "vf-settings.original"));
   TRY_ASSIGN(auto lock, a.store().lock(pf_lock_key(pf_pci)));
   // The PF's name is resolved again from its PCI address: names change across reboots.

@@ -115,15 +115,22 @@ json Rdmanet::conf(const json& extra, const std::string& version) {
   return c;
 }
 
-Output Rdmanet::cni(const std::string& command, const std::string& container,
-                    const std::string& pod, const json& config, const std::string& ifname) {
+std::string Rdmanet::cni_shell(const std::string& command, const std::string& container,
+                               const std::string& pod, const json& config,
+                               const std::string& ifname) {
   std::string input = dir_ + "/stdin-" + std::to_string(calls_++) + ".json";
   std::ofstream(input) << config.dump();
   std::string netns = pod.empty() ? "" : (pod[0] == '/' ? pod : "/run/netns/" + pod);
-  std::string cmd = "CNI_COMMAND=" + command + " CNI_CONTAINERID='" + container + "' CNI_NETNS='" +
-                    netns + "' CNI_IFNAME='" + ifname + "' CNI_PATH='" + dir_ +
-                    "/bin' CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAME=p' " + dir_ + "/bin/rdmanet < " +
-                    input + " 2>" + input + ".err";
+  return "CNI_COMMAND=" + command + " CNI_CONTAINERID='" + container + "' CNI_NETNS='" + netns +
+         "' CNI_IFNAME='" + ifname + "' CNI_PATH='" + dir_ +
+         "/bin' CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAME=p' " + dir_ + "/bin/rdmanet < " + input +
+         " 2>" + input + ".err";
+}
+
+Output Rdmanet::cni(const std::string& command, const std::string& container,
+                    const std::string& pod, const json& config, const std::string& ifname) {
+  std::string cmd = cni_shell(command, container, pod, config, ifname);
+  std::string err_file = cmd.substr(cmd.rfind(" 2>") + 3);
   FILE* p = popen(cmd.c_str(), "r");
   Output o;
   char buf[4096];
@@ -133,7 +140,7 @@ Output Rdmanet::cni(const std::string& command, const std::string& container,
   }
   int status = pclose(p);
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.err = read_all(input + ".err");
+  o.err = read_all(err_file);
   return o;
 }
 

@@ -58,6 +58,11 @@ class Rdmanet : public ::testing::Test {
   Output cni(const std::string& command, const std::string& container, const std::string& pod,
              const json& config, const std::string& ifname = "net1");
 
+  // The shell command cni() runs (stdin from a file it writes, stderr to a file beside it).
+  std::string cni_shell(const std::string& command, const std::string& container,
+                        const std::string& pod, const json& config,
+                        const std::string& ifname = "net1");
+
   // Runs the binary with exactly this environment and stdin.
   Output run_raw(const std::map<std::string, std::string>& env, const std::string& stdin_text);
 

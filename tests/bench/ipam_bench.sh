@@ -5,6 +5,11 @@
 #
 #   tests/bench/ipam_bench.sh [path/to/rdmanet-ipam] [path/to/host-local]
 #
+# Then GC at 60,000 leases with all of them valid (GC keeps everything: the cost is
+# matching each lease against the valid list, under the store lock), median of 3. With
+# GC_BASELINE=path/to/another/rdmanet-ipam that binary's GC is measured too, in the same
+# run; GC_ONLY=1 skips the ADD/DEL part. (Debian's host-local predates GC.)
+#
 # Every call is a fork+exec of the binary with the CNI environment and the
 # config on stdin, as a runtime does. Peak RSS comes from GNU time (%M) on
 # extra ADD/DEL calls at each level: posix_spawn's vfork would make wait4's
@@ -142,11 +147,54 @@ def measure(binary, ipam_type, level, root):
     return {"n": n, "add": add, "del": dele, "rss": rss}
 
 
+def gc_seconds(binary, root, level=60000, runs=3):
+    """Median wall time of a GC with every populated lease valid; checks none was lost."""
+    name = "gcbench"
+    data = os.path.join(root, "gc")
+    netdir = os.path.join(data, name)
+    populate_ours(netdir, level)
+    valid = [{"containerID": "pre%06d" % i, "ifname": "eth0"} for i in range(level)]
+    conf = json.dumps({"cniVersion": "1.1.0", "name": name, "type": "bench",
+                       "cni.dev/valid-attachments": valid,
+                       "ipam": {"type": "rdmanet-ipam", "dataDir": data,
+                                "ranges": [[{"subnet": str(SUBNET)}]]}}).encode()
+    env = {"CNI_COMMAND": "GC", "CNI_PATH": "/usr/lib/cni", "PATH": "/usr/bin:/bin"}
+    times = []
+    try:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            r = subprocess.run([binary], input=conf, env=env, capture_output=True)
+            times.append(time.perf_counter() - t0)
+            if r.returncode != 0:
+                sys.exit(f"{binary} GC failed: {r.stdout.decode(errors='replace')}")
+        left = len(os.listdir(netdir + "/leases"))
+        if left != level:
+            sys.exit(f"{binary} GC released {level - left} valid leases")
+    finally:
+        shutil.rmtree(data)
+    return statistics.median(times)
+
+
+def gc_main(root):
+    baseline = os.environ.get("GC_BASELINE")
+    ours = gc_seconds(OURS, root)
+    print(f"rdmanet-ipam GC, 60,000 leases all valid, median of 3: {ours:.3f} s")
+    if baseline:
+        theirs = gc_seconds(baseline, root)
+        print(f"baseline {baseline} GC, same: {theirs:.3f} s ({theirs / ours:.1f}x ours)")
+
+
 def main():
     for b in (OURS, THEIRS):
         if not os.access(b, os.X_OK):
             sys.exit(f"not executable: {b}")
     root = tempfile.mkdtemp(prefix="ipam_bench.", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    if os.environ.get("GC_ONLY"):
+        try:
+            gc_main(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         rows = []
         for level in LEVELS:
@@ -181,6 +229,12 @@ def main():
     print(f"host-local / rdmanet-ipam ADD median at 10,000: "
           f"{statistics.median(at10k[2]['add']) / statistics.median(at10k[1]['add']):.1f}x "
           f"(target >= 20)")
+    print()
+    root = tempfile.mkdtemp(prefix="ipam_bench.", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    try:
+        gc_main(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 main()
