@@ -78,7 +78,7 @@ cleanup() {
   set +e
   for pid in $(our_ipam "$work"/*/ipam.pids); do kill -9 "$pid"; done
   drop_node
-  rm -rf "$work"
+  [ -n "${FAULT_KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -327,11 +327,13 @@ lookups() {
       err["flock"] = "ENOLCK"
     }
     !/^[a-z0-9_]+\(/ { next }
-    # Before set_robust_list, the dynamic loader runs: its failures are no DEL of ours.
+    # A DEL of ours starts when the binary reads its config (the first call on fd 0);
+    # before that run the dynamic loader and, in a sanitizer build, the sanitizer
+    # runtime (it reads /proc/self/*): their failures are not DEL lookups.
     {
       name = $0; sub(/\(.*/, "", name); j = ++count[name]
+      if (!started && $0 ~ /^[a-z0-9_]+\(0</) started = 1
       if (started && name in err) print name, j, err[name]
-      if (name == "set_robust_list") started = 1
     }' "$1"
 }
 
