@@ -7,6 +7,7 @@
 #include <cassert>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -161,6 +162,9 @@ class [[nodiscard]] Expected<void> {
 using Status = Expected<void>;
 
 inline Status ok_status() { return {}; }
+
+// A value as error messages show it: in double quotes.
+inline std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace rdmanet
 

@@ -46,7 +46,7 @@ Status check_path(const std::string& path) {
 }
 
 // "MAJOR.MINOR.PATCH" with decimal numbers; nullopt for anything else.
-std::optional<Version> parse_version(const std::string& text) {
+std::optional<Version> parse_device_info_version(const std::string& text) {
   Version v{};
   const char* p = text.data();
   const char* end = text.data() + text.size();
@@ -115,7 +115,7 @@ std::string unusable(const json& doc) {
   }
   if (doc.contains("version")) {
     const json& v = doc.at("version");
-    auto version = v.is_string() ? parse_version(v.get<std::string>()) : std::nullopt;
+    auto version = v.is_string() ? parse_device_info_version(v.get<std::string>()) : std::nullopt;
     if (!version || (*version)[0] != kVersionParts[0]) {
       return "version " + v.dump() + ", not 1.x.y";
     }
@@ -127,8 +127,9 @@ std::string unusable(const json& doc) {
 void merge(json& doc, const DeviceInfo& info, const std::string& path) {
   doc["type"] = "pci";
   // The keys we write need 1.1.0; a newer 1.x describes a superset, so it stays.
-  auto version =
-      doc.contains("version") ? parse_version(doc["version"].get<std::string>()) : std::nullopt;
+  auto version = doc.contains("version")
+                     ? parse_device_info_version(doc["version"].get<std::string>())
+                     : std::nullopt;
   if (!version || *version < kVersionParts) {
     doc["version"] = kVersion;
   }

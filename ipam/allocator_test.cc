@@ -13,7 +13,7 @@ namespace {
 
 using testing::TempDir;
 
-IpAddr ip(const char* text) { return *parse_ip(text); }
+using testing::ip;
 
 class AllocatorTest : public ::testing::Test {
  protected:

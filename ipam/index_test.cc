@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-IpAddr ip(const char* text) { return *parse_ip(text); }
+using testing::ip;
 
 // 10.1.0.1-10.1.0.254 with the gateway .1 reserved: ordinal n is 10.1.0.(n+1).
 std::vector<Pool> pools(const std::string& exclude = "10.9.0.0/24") {

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "ipam/test_util.h"
+
 namespace rdmanet::ipam {
 namespace {
 
-IpAddr ip(const char* text) { return *parse_ip(text); }
+using testing::ip;
 
 TEST(Lease, RoundTripsAndWhatIsNotTheLeaseIsUnreadable) {
   Lease lease{ip("10.1.0.2"), {"c1", "eth0"}, "/var/run/netns/x", "ns", "pod", "uid"};

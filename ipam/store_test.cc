@@ -12,7 +12,7 @@ namespace {
 
 using testing::TempDir;
 
-IpAddr ip(const char* text) { return *parse_ip(text); }
+using testing::ip;
 
 mode_t mode_of(const std::string& path) {
   struct stat st {};

@@ -6,6 +6,7 @@
 
 #include "base/testing/process.h"
 #include "base/testing/temp_dir.h"
+#include "ipam/ip.h"
 
 namespace rdmanet::ipam::testing {
 
@@ -14,6 +15,9 @@ using rdmanet::testutil::Outcome;
 using rdmanet::testutil::run;
 using rdmanet::testutil::spawn;
 using rdmanet::testutil::TempDir;
+
+// An address the test writes as text (and knows to be valid).
+inline IpAddr ip(const char* text) { return *parse_ip(text); }
 
 // An ipam section with `ranges` and the `cluster` object.
 inline nlohmann::json ipam_with(const nlohmann::json& cluster, const nlohmann::json& ranges) {

@@ -15,8 +15,6 @@
 namespace rdmanet::netns {
 namespace {
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-
 // "3", "3 and 4", "0, 3 and 4".
 std::string join_and(const std::vector<uint8_t>& values) {
   std::string out;
@@ -274,7 +272,7 @@ Status check_dcb_config(const DcbConfig& cfg) {
 }
 
 Expected<DcbState> RtnlDcb::read() {
-  const std::string what = "read DCB settings of " + quoted(ifname_);
+  const std::string what = "read DCB settings of " + in_quotes(ifname_);
   TRY(check_link_name(ifname_).with_context(what));
   DcbState state;
   NlRequest req = dcb_request(RTM_GETDCB, DCB_CMD_IEEE_GET, ifname_);
@@ -286,7 +284,7 @@ Expected<DcbState> RtnlDcb::read() {
 }
 
 Status RtnlDcb::set_pfc(const PfcState& pfc) {
-  return change(rtnl_, pfc_set_request(ifname_, pfc), "set PFC on " + quoted(ifname_));
+  return change(rtnl_, pfc_set_request(ifname_, pfc), "set PFC on " + in_quotes(ifname_));
 }
 
 Status RtnlDcb::add_dscp(const std::vector<DscpPrio>& entries) {
@@ -294,7 +292,7 @@ Status RtnlDcb::add_dscp(const std::vector<DscpPrio>& entries) {
     return ok_status();
   }
   return change(rtnl_, dscp_request(DCB_CMD_IEEE_SET, ifname_, entries),
-                "add DSCP APP entries to " + quoted(ifname_));
+                "add DSCP APP entries to " + in_quotes(ifname_));
 }
 
 Status RtnlDcb::remove_dscp(const std::vector<DscpPrio>& entries) {
@@ -302,7 +300,7 @@ Status RtnlDcb::remove_dscp(const std::vector<DscpPrio>& entries) {
     return ok_status();
   }
   return change(rtnl_, dscp_request(DCB_CMD_IEEE_DEL, ifname_, entries),
-                "remove DSCP APP entries from " + quoted(ifname_));
+                "remove DSCP APP entries from " + in_quotes(ifname_));
 }
 
 Expected<DcbState> read_dcb(Rtnl& rtnl, const std::string& ifname) {
@@ -310,7 +308,7 @@ Expected<DcbState> read_dcb(Rtnl& rtnl, const std::string& ifname) {
 }
 
 Status apply_dcb(DcbDevice& dev, const DcbConfig& cfg) {
-  const std::string what = "apply DCB settings to " + quoted(dev.name());
+  const std::string what = "apply DCB settings to " + in_quotes(dev.name());
   TRY(check_dcb_config(cfg).with_context(what));
   if (cfg.empty()) {
     return ok_status();
@@ -358,7 +356,7 @@ Status verify_dcb(const DcbState& have, const DcbConfig& want, const std::string
     return ok_status();
   }
   return Error(ErrorKind::kKernel,
-               "DCB of " + quoted(ifname) + " differs from the network's: " + join(diff, "; "));
+               "DCB of " + in_quotes(ifname) + " differs from the network's: " + join(diff, "; "));
 }
 
 std::vector<uint8_t> encode_dcb_get(const std::string& ifname) {

@@ -12,8 +12,6 @@
 namespace rdmanet::netns {
 namespace {
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-
 std::string attr_string(const nlattr* attr) {
   const char* text = static_cast<const char*>(nla_data(attr));
   return {text, strnlen(text, nla_len(attr))};
@@ -22,14 +20,6 @@ std::string attr_string(const nlattr* attr) {
 HwAddress attr_hwaddr(const nlattr* attr) {
   const auto* bytes = static_cast<const uint8_t*>(nla_data(attr));
   return HwAddress(std::vector<uint8_t>(bytes, bytes + nla_len(attr)));
-}
-
-uint32_t attr_u32(const nlattr* attr) {
-  uint32_t value = 0;
-  if (nla_len(attr) >= static_cast<int>(sizeof value)) {
-    std::memcpy(&value, nla_data(attr), sizeof value);
-  }
-  return value;
 }
 
 LinkInfo parse_link_unchecked(const nlmsghdr* hdr) {
@@ -166,14 +156,15 @@ Status check_link_name(const std::string& name) {
     }
   }
   if (why != nullptr) {
-    return Error(ErrorKind::kInvalidConfig, "invalid interface name " + quoted(name) + ": " + why);
+    return Error(ErrorKind::kInvalidConfig,
+                 "invalid interface name " + in_quotes(name) + ": " + why);
   }
   return ok_status();
 }
 
 Expected<LinkInfo> find_link_by_name(Rtnl& rtnl, const std::string& name) {
   TRY(check_link_name(name));
-  return get_link(rtnl, 0, name, "find link " + quoted(name));
+  return get_link(rtnl, 0, name, "find link " + in_quotes(name));
 }
 
 Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index) {
@@ -224,18 +215,18 @@ Status set_link_up(Rtnl& rtnl, const LinkInfo& link) {
   ifi.ifi_flags = IFF_UP;
   ifi.ifi_change = IFF_UP;
   NlRequest req(RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
-  return rtnl.request(req, "set link " + quoted(link.name) + " up");
+  return rtnl.request(req, "set link " + in_quotes(link.name) + " up");
 }
 
 Status set_link_down(Rtnl& rtnl, const LinkInfo& link) {
   ifinfomsg ifi = link_header(link.index);
   ifi.ifi_change = IFF_UP;
   NlRequest req(RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
-  return rtnl.request(req, "set link " + quoted(link.name) + " down");
+  return rtnl.request(req, "set link " + in_quotes(link.name) + " down");
 }
 
 Status rename_link(Rtnl& rtnl, const LinkInfo& link, const std::string& new_name) {
-  std::string what = "rename link " + quoted(link.name) + " to " + quoted(new_name);
+  std::string what = "rename link " + in_quotes(link.name) + " to " + in_quotes(new_name);
   TRY(check_link_name(new_name).with_context(what));
   auto req = setlink(link);
   req.put_string(IFLA_IFNAME, new_name);
@@ -245,13 +236,13 @@ Status rename_link(Rtnl& rtnl, const LinkInfo& link, const std::string& new_name
 Status set_link_mtu(Rtnl& rtnl, const LinkInfo& link, uint32_t mtu) {
   auto req = setlink(link);
   req.put_u32(IFLA_MTU, mtu);
-  return rtnl.request(req, "set mtu " + std::to_string(mtu) + " on link " + quoted(link.name));
+  return rtnl.request(req, "set mtu " + std::to_string(mtu) + " on link " + in_quotes(link.name));
 }
 
 Status set_link_hwaddr(Rtnl& rtnl, const LinkInfo& link, const HwAddress& hwaddr) {
   auto req = setlink(link);
   req.put(IFLA_ADDRESS, hwaddr.bytes().data(), hwaddr.bytes().size());
-  return rtnl.request(req, "set hwaddr " + hwaddr.str() + " on link " + quoted(link.name));
+  return rtnl.request(req, "set hwaddr " + hwaddr.str() + " on link " + in_quotes(link.name));
 }
 
 Status set_link_alias(Rtnl& rtnl, const LinkInfo& link, const std::string& alias) {
@@ -262,13 +253,13 @@ Status set_link_alias(Rtnl& rtnl, const LinkInfo& link, const std::string& alias
   } else {
     req.put(IFLA_IFALIAS, alias.data(), alias.size());
   }
-  return rtnl.request(req, "set alias " + quoted(alias) + " on link " + quoted(link.name));
+  return rtnl.request(req, "set alias " + in_quotes(alias) + " on link " + in_quotes(link.name));
 }
 
 Status delete_link(Rtnl& rtnl, const LinkInfo& link) {
   ifinfomsg ifi = link_header(link.index);
   NlRequest req(RTM_DELLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
-  return rtnl.request(req, "delete link " + quoted(link.name));
+  return rtnl.request(req, "delete link " + in_quotes(link.name));
 }
 
 namespace {
@@ -292,19 +283,20 @@ Status change_altname(Rtnl& rtnl, int type, const LinkInfo& link, const std::str
 
 Status add_link_altname(Rtnl& rtnl, const LinkInfo& link, const std::string& altname) {
   return change_altname(rtnl, RTM_NEWLINKPROP, link, altname,
-                        "add altname " + quoted(altname) + " to link " + quoted(link.name));
+                        "add altname " + in_quotes(altname) + " to link " + in_quotes(link.name));
 }
 
 Status delete_link_altname(Rtnl& rtnl, const LinkInfo& link, const std::string& altname) {
-  return change_altname(rtnl, RTM_DELLINKPROP, link, altname,
-                        "delete altname " + quoted(altname) + " of link " + quoted(link.name));
+  return change_altname(
+      rtnl, RTM_DELLINKPROP, link, altname,
+      "delete altname " + in_quotes(altname) + " of link " + in_quotes(link.name));
 }
 
 Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
                  const std::optional<std::string>& new_name) {
-  std::string what = "move link " + quoted(link.name);
+  std::string what = "move link " + in_quotes(link.name);
   if (new_name) {
-    what += " as " + quoted(*new_name);
+    what += " as " + in_quotes(*new_name);
   }
   what += " to netns " + target.path();
   auto req = setlink(link);
@@ -319,7 +311,7 @@ Status move_link(Rtnl& rtnl, const LinkInfo& link, const Netns& target,
 }
 
 Status create_macvlan(Rtnl& rtnl, const MacvlanSpec& spec) {
-  std::string what = "create macvlan " + quoted(spec.name) + " (mode " +
+  std::string what = "create macvlan " + in_quotes(spec.name) + " (mode " +
                      std::string(name_of(kMacvlanModeNames, spec.mode)) + ") on parent index " +
                      std::to_string(spec.parent_index);
   if (spec.target != nullptr) {

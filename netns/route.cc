@@ -45,14 +45,6 @@ NlRequest route_request(int type, int flags, const Route& route) {
   return req;
 }
 
-uint32_t attr_u32(const nlattr* attr) {
-  uint32_t value = 0;
-  if (nla_len(attr) >= static_cast<int>(sizeof value)) {
-    std::memcpy(&value, nla_data(attr), sizeof value);
-  }
-  return value;
-}
-
 bool is_ip_attr(const nlattr* attr, size_t len) {
   return attr != nullptr && nla_len(attr) == static_cast<int>(len);
 }

@@ -1,6 +1,7 @@
 #include "netns/rtnl.h"
 
 #include <linux/netlink.h>
+#include <netlink/attr.h>
 #include <netlink/handlers.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
@@ -11,6 +12,14 @@
 #include <cstring>
 
 namespace rdmanet::netns {
+
+uint32_t attr_u32(const nlattr* attr) {
+  uint32_t value = 0;
+  if (nla_len(attr) >= static_cast<int>(sizeof value)) {
+    std::memcpy(&value, nla_data(attr), sizeof value);
+  }
+  return value;
+}
 
 void NlSockFree::operator()(nl_sock* sock) const { nl_socket_free(sock); }
 void NlMsgFree::operator()(nl_msg* msg) const { nlmsg_free(msg); }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,8 +13,12 @@
 struct nl_sock;
 struct nl_msg;
 struct nlmsghdr;
+struct nlattr;
 
 namespace rdmanet::netns {
+
+// A u32 attribute's value, 0 when the attribute is shorter than that (a reply cut short).
+uint32_t attr_u32(const nlattr* attr);
 
 struct NlSockFree {
   void operator()(nl_sock* sock) const;

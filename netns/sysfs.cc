@@ -24,8 +24,6 @@ bool is_aux_id(std::string_view id) {
   });
 }
 
-std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 // Directory entry names under dir, sorted; an absent directory is an empty list.
 Expected<std::vector<std::string>> list_dir(const fs::path& dir, const std::string& what) {
   std::error_code ec;

@@ -22,6 +22,14 @@ shift
 cd "$(dirname "$0")/.."
 [ -f "$build/compile_commands.json" ] || { echo "tidy: no $build/compile_commands.json" >&2; exit 1; }
 command -v clang-tidy >/dev/null || { echo "tidy: clang-tidy missing (tests/deps.sh installs it)" >&2; exit 1; }
+# A unity build (tests/run.sh makes one) compiles batches of files, so its compile
+# database has no entry per file: configure (not build) the same tree without
+# batching next to it and use that database.
+db=$build
+if grep -q '^CMAKE_UNITY_BUILD:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  db=$build/tidy-db
+  cmake -S . -B "$db" -G Ninja -DCMAKE_UNITY_BUILD=OFF >/dev/null
+fi
 
 list=.ci/tidy-clean
 layers='base netns rdma cni plugin ipam'
@@ -79,7 +87,7 @@ start=$(date +%s)
 status=0
 printf '%s\n' "$@" | xargs -P "$(nproc)" -I{} sh -c \
   'out="$2/$(echo "$1" | tr / _).log"; clang-tidy -p "$0" --quiet "$1" >"$out" 2>&1 || { echo "tidy: $1"; grep -v "warnings generated" "$out"; exit 1; }' \
-  "$build" {} "$log" || status=1
+  "$db" {} "$log" || status=1
 echo "clang-tidy: $# files in $(($(date +%s) - start)) s, $([ $status -eq 0 ] && echo clean || echo 'findings above')"
 if [ $status -eq 0 ] && [ "$mode" = record ]; then
   fingerprint >"$list"
