@@ -43,7 +43,9 @@ bool is_same_link(const LinkInfo& link, const LinkIdentity& id, const Vantage& w
       link.parent_dev != id.parent_dev) {
     return false;
   }
-  if (!id.perm_mac.empty() && link.perm_hwaddr.str() != id.perm_mac) {
+  // A device with a parent bus device is known by it alone: some drivers give it a new
+  // permanent address when it resets (igbvf takes the MAC the PF pinned for the VF).
+  if (!id.perm_mac.empty() && id.parent_dev.empty() && link.perm_hwaddr.str() != id.perm_mac) {
     return false;
   }
   if (id.host_peer != 0) {

@@ -24,7 +24,8 @@ struct LinkIdentity {
   std::string kind;        // IFLA_INFO_KIND; empty for hardware netdevs
   std::string parent_bus;  // IFLA_PARENT_DEV_BUS_NAME
   std::string parent_dev;  // IFLA_PARENT_DEV_NAME
-  std::string perm_mac;    // IFLA_PERM_ADDRESS, when the driver reports one
+  std::string perm_mac;    // IFLA_PERM_ADDRESS, when the driver reports one (it may change
+                           // with the device's MAC: only matched without a parent device)
   int host_peer = 0;       // the host-side index of its veth peer or macvlan parent
 
   // Whether something in it is out of a pod's reach. A weak identity (none of the above

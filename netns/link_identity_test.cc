@@ -100,6 +100,21 @@ TEST(LinkIdentity, HardwareIsKnownByItsParentDeviceAndPermanentAddress) {
   impostor.kind = "veth";
   impostor.hwaddr = vf.perm_hwaddr;
   EXPECT_FALSE(is_same_link(impostor, id, pod));
+  // igbvf takes the MAC its PF pinned as its permanent address when it resets: the parent
+  // device alone says which link it is.
+  LinkInfo reset = vf;
+  reset.perm_hwaddr = *HwAddress::parse("02:11:22:33:44:55");
+  EXPECT_TRUE(is_same_link(reset, id, pod));
+  // Without a parent device the permanent address is all there is, and it must match.
+  LinkIdentity no_parent = id;
+  no_parent.parent_bus.clear();
+  no_parent.parent_dev.clear();
+  LinkInfo orphan = reset;
+  orphan.parent_bus.clear();
+  orphan.parent_dev.clear();
+  EXPECT_FALSE(is_same_link(orphan, no_parent, pod));
+  orphan.perm_hwaddr = vf.perm_hwaddr;
+  EXPECT_TRUE(is_same_link(orphan, no_parent, pod));
 }
 
 // Records of rdmanet 0.1 carry no identity: index, one of the names and one of the MACs.

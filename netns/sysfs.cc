@@ -107,6 +107,23 @@ Expected<std::string> Sysfs::pci_dir(const std::string& pci) const {
   return dir;
 }
 
+Expected<bool> Sysfs::pci_device_exists(const std::string& pci) const {
+  if (!is_pci_address(pci)) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "invalid PCI address " + in_quotes(pci) + ": expected lower-case 0000:3b:00.2");
+  }
+  std::error_code ec;
+  (void)fs::status(root_ + "/bus/pci/devices/" + pci, ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return false;
+  }
+  if (ec) {
+    return Error(ErrorKind::kIo, "look up PCI device " + pci + " in " + root_ +
+                                     "/bus/pci/devices: " + ec.message());
+  }
+  return true;
+}
+
 Expected<std::vector<std::string>> Sysfs::pci_netdevs(const std::string& pci) const {
   TRY_ASSIGN(std::string dir, pci_dir(pci));
   return list_dir(fs::path(dir) / "net", "PCI device " + pci);

@@ -30,6 +30,9 @@ class Sysfs {
   // The single netdev of a PCI function; errors say why there is none (driver or no driver)
   // or that there are several.
   Expected<std::string> pci_netdev(const std::string& pci) const;
+  // Whether the PCI function exists (a VF is gone once its PF's sriov_numvfs drops below it).
+  // A lookup that fails otherwise than "no such file" is an error, not "absent".
+  Expected<bool> pci_device_exists(const std::string& pci) const;
   // The bound driver's name; std::nullopt when no driver is bound.
   Expected<std::optional<std::string>> pci_driver(const std::string& pci) const;
   // PF and VF index when pci is a VF; std::nullopt for a PF or a plain function.

@@ -94,6 +94,21 @@ TEST_F(SysfsTest, MapsAVfToItsPfAndIndex) {
   EXPECT_FALSE(sysfs.pci_vf("0000:3b:00.0")->has_value()) << "a PF is not a VF";
 }
 
+TEST_F(SysfsTest, SaysWhetherAPciFunctionExistsAndWhenItCannotTell) {
+  Sysfs sysfs(root_);
+  EXPECT_TRUE(*sysfs.pci_device_exists("0000:3b:00.2"));
+  EXPECT_FALSE(*sysfs.pci_device_exists("0000:3b:00.7"));
+  EXPECT_EQ(sysfs.pci_device_exists("../../x").error().kind(), ErrorKind::kInvalidConfig);
+  // Not "absent" when the lookup itself fails: a devices directory that is not one.
+  const std::string broken = root_ + "-broken";
+  std::filesystem::create_directories(broken + "/bus/pci");
+  std::ofstream(broken + "/bus/pci/devices") << "not a directory";
+  auto unknown = Sysfs(broken).pci_device_exists("0000:3b:00.2");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().kind(), ErrorKind::kIo) << unknown.error().msg();
+  std::filesystem::remove_all(broken);
+}
+
 TEST_F(SysfsTest, FindsTheNetdevOfAnAuxiliaryDevice) {
   Sysfs sysfs(root_);
   EXPECT_EQ(*sysfs.aux_netdevs("mlx5_core.sf.2"), std::vector<std::string>{"enp59s0f0s2"});

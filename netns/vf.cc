@@ -298,6 +298,39 @@ VfConfig settings_for(const VfState& state, const VfConfig& cfg) {
   return out;
 }
 
+namespace {
+
+// The attribute and the value being set, as the config names them: "vlan 5 qos 0 proto
+// 802.1ad", "tx rate (min_tx_rate 10, max_tx_rate 0)".
+std::string describe(const VfConfig& one, VfAttribute attribute) {
+  std::string what(name_of(kVfAttributeNames, attribute));
+  auto on_off = [](bool on) { return on ? "on" : "off"; };
+  switch (attribute) {
+    case VfAttribute::kMac:
+      return what + " " + one.mac->str();
+    case VfAttribute::kVlan:
+      return what + " " + std::to_string(*one.vlan) + " qos " +
+             std::to_string(one.qos.value_or(0)) + " proto " +
+             (one.vlan_proto.value_or(ETH_P_8021Q) == ETH_P_8021AD ? "802.1ad" : "802.1Q");
+    case VfAttribute::kSpoofchk:
+      return what + " " + on_off(*one.spoofchk);
+    case VfAttribute::kTrust:
+      return what + " " + on_off(*one.trust);
+    case VfAttribute::kLinkState:
+      return what + " " + std::string(name_of(kVfLinkStateNames, *one.link_state));
+    case VfAttribute::kRate:
+      return what + " (min_tx_rate " + std::to_string(*one.min_tx_rate) + ", max_tx_rate " +
+             std::to_string(*one.max_tx_rate) + ")";
+    case VfAttribute::kNodeGuid:
+      return what + " " + format_guid(*one.node_guid);
+    case VfAttribute::kPortGuid:
+      return what + " " + format_guid(*one.port_guid);
+  }
+  return what;
+}
+
+}  // namespace
+
 Status set_vf_attribute(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg,
                         VfAttribute attribute) {
   VfConfig one = only(cfg, attribute);
@@ -314,7 +347,7 @@ Status set_vf_attribute(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& 
   NlRequest req(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &ifi, sizeof ifi);
   put_vf_config(req, vf, one);
   return rtnl.request(req, "set VF " + std::to_string(vf) + " of PF \"" + pf.name + "\" " +
-                               std::string(name_of(kVfAttributeNames, attribute)));
+                               describe(one, attribute));
 }
 
 Status set_vf(Rtnl& rtnl, const LinkInfo& pf, int vf, const VfConfig& cfg) {

@@ -186,7 +186,8 @@ TEST_F(VfKernelTest, DriverWithoutSriovIsAClearError) {
   cfg.vlan = 5;
   auto set = set_vf(rtnl, *pf, 0, cfg);
   ASSERT_FALSE(set.ok());
-  EXPECT_NE(set.error().msg().find("set VF 0 of PF \"pf0\" vlan: Operation not supported"),
+  EXPECT_NE(set.error().msg().find(
+                "set VF 0 of PF \"pf0\" vlan 5 qos 0 proto 802.1Q: Operation not supported"),
             std::string::npos)
       << set.error().msg();
 
@@ -197,7 +198,8 @@ TEST_F(VfKernelTest, DriverWithoutSriovIsAClearError) {
   auto set_guids = set_vf(rtnl, *pf, 0, guids);
   ASSERT_FALSE(set_guids.ok());
   EXPECT_NE(
-      set_guids.error().msg().find("set VF 0 of PF \"pf0\" node GUID: Operation not supported"),
+      set_guids.error().msg().find(
+          "set VF 0 of PF \"pf0\" node GUID 00:11:22:33:44:55:66:77: Operation not supported"),
       std::string::npos)
       << set_guids.error().msg();
 }

@@ -61,6 +61,9 @@ Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call
   record.container_id = call.env.container_id;
   record.ifname = call.env.ifname;
   record.netns = call.env.netns;
+  if (!call.args.k8s_pod_namespace.empty() || !call.args.k8s_pod_name.empty()) {
+    record.pod = call.args.k8s_pod_namespace + "/" + call.args.k8s_pod_name;
+  }
   if (auto cookie = pod.cookie(); cookie) {
     record.netns_cookie = *cookie;
   } else {

@@ -64,9 +64,9 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   TRY(check_node_qos(a));
   auto result = a.roll_back_on_error([&]() -> Expected<cni::Result> {
     TRY(hold_device(a));
-    TRY(apply_vf_settings(a));
     TRY(move_rdma_device_in(a, RdmaOrder::kBeforeNetdev));
     TRY(conf.mode == Mode::kNetdev ? move_netdev_in(a) : create_macvlan(a));
+    TRY(apply_vf_settings(a));
     TRY_ASSIGN(cni::Result ipam, ipam_add(a));
     TRY_ASSIGN(netns::LinkInfo pod_link, configure_pod_interface(a, ipam));
     TRY(create_soft_roce(a));

@@ -11,6 +11,7 @@
 #include "netns/link.h"
 #include "netns/link_identity.h"
 #include "netns/netns.h"
+#include "netns/sysfs.h"
 #include "plugin/steps.h"
 
 namespace rdmanet::plugin {
@@ -49,8 +50,9 @@ Status claim_device(Attachment& a) {
   }
   auto ns = open_pod_netns(*other);
   if (ns && ns->has_value()) {
-    return Error(ErrorKind::kDeviceBusy,
-                 "device " + key + " is held by " + holder->str() + ", netns " + other->netns);
+    return Error(ErrorKind::kDeviceBusy, "device " + other->device_name + " (" +
+                                             a.conf().device.str() + ") is held by " +
+                                             other->holder() + ", whose netns is alive");
   }
   spdlog::warn("reclaiming device {} from {}: its netns {} is gone", key, holder->str(),
                other->netns);
@@ -193,6 +195,16 @@ Expected<std::optional<LinkInfo>> find_device(Rtnl& rtnl, const Netns& here, con
                                               const HostSettings& h) {
   TRY_ASSIGN(auto found,
              netns::find_links(rtnl, here, host, h.identity, h.peer_in_host, h.names(), h.macs()));
+  // Several netdevs of one parent device (an IPoIB child the pod made on an InfiniBand VF):
+  // ours kept its ifindex, which no link of the pod's can take while ours is beside it.
+  if (found.size() > 1) {
+    auto same_index = std::find_if(found.begin(), found.end(), [&](const LinkInfo& link) {
+      return link.index == h.identity.index;
+    });
+    if (same_index != found.end()) {
+      return std::optional<LinkInfo>(std::move(*same_index));
+    }
+  }
   if (found.size() > 1) {
     return Error(ErrorKind::kState, "device " + h.name + ": " + std::to_string(found.size()) +
                                         " links in netns " + here.path() +
@@ -295,6 +307,15 @@ Status device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& 
     // A virtual device is deleted with the netns it was in.
     spdlog::info("device {} ({}) went with the pod netns", h.name, id.kind);
     return ok_status();
+  }
+  if (id.parent_bus == "pci" && netns::is_pci_address(id.parent_dev)) {
+    // Its PCI function is gone (VFs removed through the PF's sriov_numvfs, a PF unplugged):
+    // so is the netdev, wherever it was. The host's sysfs lists PCI devices of every netns.
+    TRY_ASSIGN(bool exists, netns::Sysfs().pci_device_exists(id.parent_dev));
+    if (!exists) {
+      spdlog::info("device {} is gone with its PCI function {}", h.name, id.parent_dev);
+      return ok_status();
+    }
   }
   std::string what =
       "device " + h.name +

@@ -22,7 +22,11 @@ TEST_F(Rdmanet, ADeviceHeldByALivePodIsBusy) {
   auto second = cni("ADD", "second", pod2, conf({{"device", port}}));
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_EQ(second.code(), 101) << second.out;
-  EXPECT_NE(second.msg().find("first"), std::string::npos) << second.msg();
+  // Named as the user knows them: the device, and the holder's pod from its CNI_ARGS.
+  EXPECT_NE(second.msg().find("device " + port + " (device=" + port + ") is held by pod " +
+                              "default/pod-first (container first, net1 in network rail0)"),
+            std::string::npos)
+      << second.msg();
   EXPECT_TRUE(link_exists("net1", pod1)) << "the failed ADD disturbed the holder";
 }
 

@@ -141,6 +141,12 @@ Expected<AttachmentRecord> from_version1(const json& doc, const std::string& whe
 
 }  // namespace
 
+std::string AttachmentRecord::holder() const {
+  std::string where =
+      "container " + container_id.substr(0, 12) + ", " + ifname + " in network " + network;
+  return pod.empty() ? where : "pod " + pod + " (" + where + ")";
+}
+
 std::string AttachmentId::str() const {
   return "container " + container_id + " (ifname " + ifname + ", network " + network + ")";
 }
@@ -171,6 +177,7 @@ json AttachmentRecord::to_json() const {
           {"phase", name_of(kPhaseNames, phase)},
           {"deviceKey", device_key},
           {"deviceName", device_name},
+          {"pod", pod},
           {"steps", std::move(steps_json)},
           {"rdma", rdma ? rdma_to_json(*rdma) : json()},
           {"config", config},
@@ -201,7 +208,7 @@ Expected<AttachmentRecord> AttachmentRecord::from_json(const json& doc, const st
   }
   json rdma;
   f.string("deviceKey", &r.device_key).string("deviceName", &r.device_name);
-  f.object("rdma", &rdma);
+  f.string("pod", &r.pod).object("rdma", &rdma);
   TRY(f.status());
   TRY_ASSIGN(r.steps, steps_from_json(doc, where));
   if (rdma.is_object()) {

@@ -75,12 +75,16 @@ struct AttachmentRecord {
   Phase phase = Phase::kAdding;
   std::string device_key;   // the device's lock and hold key (plugin/device.h)
   std::string device_name;  // its host name at ADD, for messages
+  std::string pod;          // "K8S_POD_NAMESPACE/K8S_POD_NAME" from CNI_ARGS, when given
   std::vector<StepRecord> steps;
   std::optional<RdmaReport> rdma;
   std::string config;     // the ADD's stdin, for the IPAM DEL after config changes
   nlohmann::json result;  // the ADD result (1.1.0 encoding), once known
 
   AttachmentId id() const { return {network, container_id, ifname}; }
+  // Who holds the device, as a user knows it: "pod ns/name (container 0123456789ab, net1 in
+  // network rail0)", or without the pod when the runtime did not say.
+  std::string holder() const;
   // The first step of `kind`, if ADD took one.
   const StepRecord* step(StepKind kind) const;
 

@@ -44,11 +44,6 @@ Status check_node_qos(Attachment& a);
 Status hold_device(Attachment& a);
 Status release_hold(Attachment& a, const nlohmann::json& step);
 
-// SR-IOV: the VF attributes the config sets and the VF does not have yet, through the PF,
-// under the PF's lock. The inverse puts back, attribute by attribute, those that differ.
-Status apply_vf_settings(Attachment& a);
-Status restore_vf_settings(Attachment& a, const nlohmann::json& step);
-
 // The netdev's RDMA device into the pod netns (exclusive mode): an InfiniBand device before
 // its netdev (moving it recreates the IPoIB netdev where it leaves; the netdev is then
 // found again), a RoCE device after. The inverse sends it home from inside the pod netns.
@@ -66,6 +61,17 @@ Status bring_netdev_home(Attachment& a, const nlohmann::json& step);
 // macvlan mode: a child of the device, created directly in the pod netns.
 Status create_macvlan(Attachment& a);
 Status delete_macvlan(Attachment& a, const nlohmann::json& step);
+
+// SR-IOV: the VF attributes the config sets and the VF does not have yet, through the PF,
+// under the PF's lock, one request each. After the move, so that DEL resets them through
+// the PF before the netdev comes home (as sriov-cni does): igb refuses a VF's own MAC
+// while the PF holds an admin MAC for it. A VF whose driver takes an admin MAC only when it
+// resets (igbvf) is reset (up, down) in the pod so it has the MAC before it is configured.
+// The inverse puts back, attribute by attribute and last first, those that differ; a MAC
+// that was the VF's own (not one the PF pinned) is given back by clearing the admin MAC,
+// so the VF is not left pinned.
+Status apply_vf_settings(Attachment& a);
+Status restore_vf_settings(Attachment& a, const nlohmann::json& step);
 
 // The IPAM plugin's ADD; the inverse is its DEL with the config ADD used.
 Expected<cni::Result> ipam_add(Attachment& a);

@@ -4,6 +4,7 @@
 #include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/link.h"
+#include "netns/link_identity.h"
 #include "netns/sysfs.h"
 #include "netns/vf.h"
 #include "plugin/steps.h"
@@ -109,6 +110,86 @@ VfConfig changes_from(const netns::VfState& current, const VfConfig& wanted) {
 
 std::string pf_lock_key(const std::string& pf_pci) { return "pf-" + pf_pci; }
 
+netns::HwAddress no_admin_mac() { return netns::HwAddress(std::vector<uint8_t>(6, 0)); }
+
+// Opening a VF's netdev resets the VF, which then takes the MAC the PF holds for it (igbvf)
+// or, when the PF holds none, registers its own with the PF. The link is left up or down
+// as it was. Setting the MAC it already has would not do: the kernel skips an unchanged
+// address without asking the driver.
+Status reset_vf(netns::Rtnl& rtnl, const netns::LinkInfo& link) {
+  if (link.up()) {
+    TRY(netns::set_link_down(rtnl, link));
+    return netns::set_link_up(rtnl, link);
+  }
+  TRY(netns::set_link_up(rtnl, link));
+  return netns::set_link_down(rtnl, link);
+}
+
+// Some VF drivers (igbvf) take an admin MAC set through the PF only when the VF resets, and
+// an untrusted VF may not set that MAC itself. configure_pod_interface sets the MAC itself
+// where the reset did not give it.
+Status adopt_admin_mac(Attachment& a, const netns::HwAddress& mac) {
+  return netns::in_netns(*a.pod(), [&]() -> Status {
+    TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
+    TRY_ASSIGN(auto link, netns::find_link_by_name(rtnl, a.rec().ifname));
+    if (link.hwaddr == mac) {
+      return ok_status();
+    }
+    TRY(reset_vf(rtnl, link));
+    TRY_ASSIGN(link, netns::find_link_by_name(rtnl, a.rec().ifname));
+    spdlog::debug("VF {} after a reset: MAC {} ({} the admin MAC)", a.rec().ifname,
+                  link.hwaddr.str(), link.hwaddr == mac ? "took" : "did not take");
+    return ok_status();
+  });
+}
+
+// Puts one attribute back. A MAC that was the VF's own is given back by clearing the admin
+// MAC; a driver that refuses the all-zero MAC (EINVAL) gets the old value pinned instead.
+Status restore_attribute(netns::Rtnl& rtnl, const netns::LinkInfo& pf, int vf,
+                         const VfConfig& original, VfAttribute attribute, bool mac_was_vf_own) {
+  if (attribute != VfAttribute::kMac || !mac_was_vf_own) {
+    return netns::set_vf_attribute(rtnl, pf, vf, original, attribute);
+  }
+  VfConfig cleared = original;
+  cleared.mac = no_admin_mac();
+  auto s = netns::set_vf_attribute(rtnl, pf, vf, cleared, attribute);
+  if (!s && s.error().sys_errno() == EINVAL) {
+    spdlog::warn("{}; pinning the VF's own MAC {} instead", s.error().msg(), original.mac->str());
+    return netns::set_vf_attribute(rtnl, pf, vf, original, attribute);
+  }
+  return s;
+}
+
+// After its admin MAC is cleared the PF has no MAC for the VF (and the VF receives nothing)
+// until the VF registers one: it does when it resets, or when bring_netdev_home gives its
+// netdev another MAC back. The netdev is in the pod, or back in the host when the pod netns
+// is gone.
+Status reregister_vf_mac(Attachment& a, const std::string& vf_pci) {
+  netns::LinkIdentity id;
+  id.parent_bus = "pci";
+  id.parent_dev = vf_pci;
+  auto reregister = [&](const netns::Netns& here) -> Expected<bool> {
+    TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
+    TRY_ASSIGN(auto links, netns::find_links(rtnl, here, a.host(), id));
+    if (links.size() != 1) {
+      return false;
+    }
+    TRY(reset_vf(rtnl, links.front()));
+    return true;
+  };
+  if (a.pod()) {
+    TRY_ASSIGN(bool done, netns::in_netns(*a.pod(), [&] { return reregister(*a.pod()); }));
+    if (done) {
+      return ok_status();
+    }
+  }
+  TRY_ASSIGN(bool done, reregister(a.host()));
+  if (!done) {
+    spdlog::warn("VF {}: no netdev found to register its MAC with the PF again", vf_pci);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status apply_vf_settings(Attachment& a) {
@@ -131,28 +212,39 @@ Status apply_vf_settings(Attachment& a) {
   if (changes.empty()) {
     return ok_status();  // the VF has every setting already: nothing to put back later
   }
-  TRY(a.record(StepKind::kVfSettings,
-               {{"pfPci", dev.vf->pf_pci},
-                {"pfName", pf.name},
-                {"sysfsRoot", a.conf().sysfs_root},
-                {"vf", dev.vf->index},
-                {"original", settings_to_json(netns::settings_for(current, changes))}}));
-  return netns::set_vf(rtnl, pf, dev.vf->index, changes);
+  VfConfig original = netns::settings_for(current, changes);
+  // The PF reports a MAC the VF registered itself just like one it pinned; this one is the
+  // VF netdev's own.
+  const bool mac_was_vf_own = original.mac && *original.mac == dev.link.hwaddr;
+  TRY(a.record(StepKind::kVfSettings, {{"pfPci", dev.vf->pf_pci},
+                                       {"pfName", pf.name},
+                                       {"sysfsRoot", a.conf().sysfs_root},
+                                       {"vf", dev.vf->index},
+                                       {"vfPci", dev.pci},
+                                       {"original", settings_to_json(original)},
+                                       {"macWasVfOwn", mac_was_vf_own}}));
+  TRY(netns::set_vf(rtnl, pf, dev.vf->index, changes));
+  return changes.mac ? adopt_admin_mac(a, *changes.mac) : ok_status();
 }
 
 Status restore_vf_settings(Attachment& a, const json& step) {
   std::string pf_pci;
   std::string pf_name;
   std::string sysfs_root = "/sys";
+  std::string vf_pci;
   int vf = 0;
+  bool mac_was_vf_own = false;
   json original_doc;
   Fields f(step, "vf-settings", ErrorKind::kState);
-  f.required_string("pfPci", &pf_pci).string("pfName", &pf_name);
+  f.required_string("pfPci", &pf_pci).string("pfName", &pf_name).string("vfPci", &vf_pci);
   f.string("sysfsRoot", &sysfs_root).integer_in("vf", 0, 0xffff, &vf);
-  f.object("original", &original_doc);
+  f.object("original", &original_doc).boolean("macWasVfOwn", &mac_was_vf_own);
   TRY(f.status());
-  if (!netns::is_pci_address(pf_pci)) {
-    return Error(ErrorKind::kState, "vf-settings.pfPci \"" + pf_pci + "\" is not a PCI address");
+  for (auto [field, value] : {std::pair{"pfPci", &pf_pci}, std::pair{"vfPci", &vf_pci}}) {
+    if (!value->empty() && !netns::is_pci_address(*value)) {
+      return Error(ErrorKind::kState, std::string("vf-settings.") + field + " " +
+                                          in_quotes(*value) + " is not a PCI address");
+    }
   }
   TRY(check_absolute_path(sysfs_root, "vf-settings.sysfsRoot", ErrorKind::kState));
   TRY_ASSIGN(auto original, settings_from_json(original_doc, "vf-settings.original"));
@@ -176,13 +268,19 @@ Status restore_vf_settings(Attachment& a, const json& step) {
     return std::move(current).error();
   }
   // Last applied, first put back; what already has its old value is left alone.
+  VfConfig wanted_back = original;
+  if (mac_was_vf_own && original.mac) {
+    wanted_back.mac = no_admin_mac();
+  }
+  bool mac_cleared = false;
   auto attributes = netns::attributes_of(original);
   for (auto it = attributes.rbegin(); it != attributes.rend(); ++it) {
-    if (!netns::has_setting(*current, original, *it)) {
-      TRY(netns::set_vf_attribute(rtnl, *pf, vf, original, *it));
+    if (!netns::has_setting(*current, wanted_back, *it)) {
+      TRY(restore_attribute(rtnl, *pf, vf, original, *it, mac_was_vf_own));
+      mac_cleared = mac_cleared || (*it == VfAttribute::kMac && mac_was_vf_own);
     }
   }
-  return ok_status();
+  return mac_cleared && !vf_pci.empty() ? reregister_vf_mac(a, vf_pci) : ok_status();
 }
 
 }  // namespace rdmanet::plugin

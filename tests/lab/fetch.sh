@@ -7,8 +7,14 @@
 #     never touched, and extracted to $CACHE/kernels/<alias>/{vmlinuz,lib/modules/<kver>}
 #     (the lib/modules layout lets depmod/modprobe -d use the tree as is).
 #
-# Usage: fetch.sh [ALIAS...]      ALIAS: 7.3 (trixie-backports), 6.1 (bookworm)
-#                                 default: all of them
+#   - QEMU >= 8.0 for the PCI tier (the igb model with SR-IOV; Debian 12 ships
+#     7.2): Debian 13's qemu-system-x86 and its whole dependency closure,
+#     downloaded with a private APT configuration of its own, unpacked with
+#     dpkg -x into $CACHE/qemu/tree and started through that tree's own dynamic
+#     loader by $CACHE/qemu/qemu-system-x86_64 (nothing installed on the host).
+#
+# Usage: fetch.sh [ALIAS...]      ALIAS: 7.3 (trixie-backports), 6.1 (bookworm),
+#                                 qemu (QEMU 10 from trixie); default: all of them
 # Env:   RDMANET_LAB_CACHE        cache root (default /var/cache/rdmanet-lab)
 #        RDMANET_LAB_KVER73       7.3 package version suffix (default 7.3.4+deb13-amd64)
 #
@@ -147,7 +153,58 @@ extract() {
     log "$alias: kernel $kver ready in $dst"
 }
 
+# --- QEMU from Debian 13 ------------------------------------------------------------
+# Its closure includes trixie's glibc: the tree's loader runs it with the tree's
+# libraries only. QEMU_MODULE_DIR keeps it from loading the host QEMU's modules
+# (which it refuses, then aborts); -L points at its own firmware.
+fetch_qemu() {
+    [ -f "$CACHE/qemu/.complete" ] && return 0
+    apt=$CACHE/apt-trixie
+    mkdir -p "$apt/state/lists/partial" "$apt/cache/archives/partial" "$apt/etc/preferences.d" \
+        "$apt/etc/sources.list.d"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie main" \
+        > "$apt/etc/sources.list"
+    : > "$apt/state/status"   # nothing installed: the whole closure is downloaded
+    sed -e "s|$APTDIR|$apt|g" "$APTDIR/apt.conf" > "$apt/apt.conf"
+    echo 'APT::Install-Recommends "false";' >> "$apt/apt.conf"
+    log "updating the private trixie index from $MIRROR"
+    APT_CONFIG=$apt/apt.conf apt-get update -q >&2 || die "apt-get update (trixie) failed"
+    rm -f "$apt/cache/archives/"*.deb
+    t0=$(date +%s)
+    APT_CONFIG=$apt/apt.conf apt-get install --download-only -y -qq qemu-system-x86 >&2 \
+        || die "cannot download qemu-system-x86 and its dependencies from trixie"
+    tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
+    for deb in "$apt/cache/archives/"*.deb; do dpkg -x "$deb" "$tmp/tree"; done
+    rm -rf "$CACHE/qemu"; mkdir -p "$CACHE/qemu"
+    mv "$tmp/tree" "$CACHE/qemu/tree"; rm -rf "$tmp"
+    rm -f "$apt/cache/archives/"*.deb
+    lib=$CACHE/qemu/tree/usr/lib/x86_64-linux-gnu
+    cat > "$CACHE/qemu/qemu-system-x86_64" <<LAUNCH
+#!/bin/sh
+# QEMU from Debian 13, unpacked by fetch.sh, run through its own loader and libraries.
+QEMU_MODULE_DIR=$lib/qemu exec $lib/ld-linux-x86-64.so.2 \\
+    --library-path $lib $CACHE/qemu/tree/usr/bin/qemu-system-x86_64 \\
+    -L $CACHE/qemu/tree/usr/share/qemu -L $CACHE/qemu/tree/usr/share/seabios "\$@"
+LAUNCH
+    chmod 755 "$CACHE/qemu/qemu-system-x86_64"
+    version=$("$CACHE/qemu/qemu-system-x86_64" --version | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p')
+    case "$version" in
+        [8-9].*|[1-9][0-9].*) ;;
+        *) die "the unpacked QEMU does not run or is older than 8.0 ('$version')" ;;
+    esac
+    "$CACHE/qemu/qemu-system-x86_64" -device igb,help >/dev/null 2>&1 \
+        || die "QEMU $version has no igb model"
+    echo "$version" > "$CACHE/qemu/version"
+    touch "$CACHE/qemu/.complete"
+    log "QEMU $version ready in $CACHE/qemu ($(( $(date +%s) - t0 ))s)"
+}
+
 fetch_alias() {
+    if [ "$1" = qemu ]; then
+        setup_private_apt
+        fetch_qemu
+        return 0
+    fi
     [ -f "$CACHE/kernels/$1/.complete" ] && return 0
     private_apt_update
     case "$1" in
@@ -160,7 +217,7 @@ fetch_alias() {
                 | sed -n 's/^Depends: *\(linux-image-[^ ,]*\).*/\1/p' | head -n1)
             [ -n "$real" ] || die "cannot resolve linux-image-amd64 in bookworm"
             extract 6.1 "$real/bookworm" ;;
-        *) die "unknown kernel alias '$1' (known: 7.3 6.1)" ;;
+        *) die "unknown alias '$1' (known: 7.3 6.1 qemu)" ;;
     esac
 }
 
@@ -168,5 +225,5 @@ mkdir -p "$CACHE"
 # One fetch at a time (two ctest jobs might start together).
 exec 9>"$CACHE/.fetch.lock"
 flock 9
-[ $# -gt 0 ] || set -- 7.3 6.1
+[ $# -gt 0 ] || set -- 7.3 6.1 qemu
 for a in "$@"; do fetch_alias "$a"; done

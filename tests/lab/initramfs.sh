@@ -40,7 +40,8 @@ KVER=$(cat "$KDIR/kver")
 
 # Host programs the guest gets, at the same paths as on the host.
 BINS="/usr/sbin/ip /usr/bin/rdma /usr/sbin/dcb /usr/sbin/tc /usr/bin/tcpdump
-/usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong /usr/bin/rping"
+/usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong /usr/bin/rping
+/usr/bin/strace /usr/sbin/mke2fs"
 # dlopen()ed at run time, so ldd of the programs does not list them:
 # the soft-RoCE provider, and libgcc_s (glibc loads it for pthread_cancel /
 # unwinding; rping aborts without it).
@@ -51,6 +52,10 @@ DLOPENED="/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 # v0"); it no longer exists from 6.15 on (crc32 is library code there).
 MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs
 ib_cm iw_cm rdma_cm rdma_ucm veth"
+# In the image but not loaded by /init: the PCI tier's NIC drivers (igb with its
+# VFs' igbvf, e1000e) and the state disk's virtio_blk + ext4. Its scenarios load them
+# with modprobe (modules.dep below), so the other scenarios boot no slower.
+ON_DEMAND="igb igbvf e1000e virtio_blk ext4"
 
 # copy_file SRC ROOT: SRC to the same path under ROOT, dereferenced. The
 # merged-/usr symlinks in ROOT (lib -> usr/lib ...) make /lib/x/y land in usr/lib.
@@ -73,6 +78,19 @@ usrpath() {
         *) echo "$1" ;;
     esac
 }
+# module_path KO: where the kernel module file KO goes in the image (decompressed).
+module_path() { rel=${1#"$KDIR"}; rel=${rel%.xz}; echo "${rel%.zst}"; }
+# add_module KO ROOT: KO decompressed under ROOT (busybox insmod and the kernel's
+# in-kernel decompression support vary by version).
+add_module() {
+    _ko_out=$2$(module_path "$1")
+    mkdir -p "$(dirname "$_ko_out")"
+    case "$1" in
+        *.xz)  xz -dc "$1" > "$_ko_out" ;;
+        *.zst) zstd -qdc "$1" > "$_ko_out" ;;
+        *)     cp "$1" "$_ko_out" ;;
+    esac
+}
 # ldd fails on static binaries and scripts: nothing to copy for those.
 is_dynamic_elf() { ldd "$1" >/dev/null 2>&1; }
 mkcpio() { # DIR OUT: deterministic newc archive, all files owned by root
@@ -83,7 +101,7 @@ mkcpio() { # DIR OUT: deterministic newc archive, all files owned by root
 # The key covers everything the base is built from.
 key=$( { cat "$0"; echo "$KVER"; cat "$KDIR/packages";
          dpkg-query -W busybox-static iproute2 tcpdump ibverbs-utils ibverbs-providers \
-             rdmacm-utils libc6 libgcc-s1 libpcap0.8 libnl-3-200 2>/dev/null; } | sha256sum | cut -c1-16)
+             rdmacm-utils libc6 libgcc-s1 libpcap0.8 libnl-3-200 strace e2fsprogs 2>/dev/null; } | sha256sum | cut -c1-16)
 BASE=$CACHE/initramfs/$ALIAS-$key.cpio
 if [ ! -f "$BASE" ]; then
     t0=$(date +%s.%N)
@@ -120,8 +138,7 @@ if [ ! -f "$BASE" ]; then
     echo 'root:x:0:' > "$root/etc/group"
     printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
 
-    # Modules: decompressed (busybox insmod and the kernel's in-kernel
-    # decompression support vary by version), plus a load-order list for /init.
+    # Modules, plus a load-order list for /init.
     : > "$root/lab/modules.order"
     for m in $MODULES; do
         if ! deps=$(modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null); then
@@ -129,15 +146,17 @@ if [ ! -f "$BASE" ]; then
             continue
         fi
         echo "$deps" | awk '$1 == "insmod" { print $2 }' | while read -r ko; do
-            rel=${ko#"$KDIR"}; dst=${rel%.xz}; dst=${dst%.zst}
+            dst=$(module_path "$ko")
             grep -qx "$dst" "$root/lab/modules.order" && continue
-            mkdir -p "$root$(dirname "$dst")"
-            case "$ko" in
-                *.xz)  xz -dc "$ko" > "$root$dst" ;;
-                *.zst) zstd -qdc "$ko" > "$root$dst" ;;
-                *)     cp "$ko" "$root$dst" ;;
-            esac
+            add_module "$ko" "$root"
             echo "$dst" >> "$root/lab/modules.order"
+        done
+    done
+    for m in $ON_DEMAND; do
+        deps=$(modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null) ||
+            die "module $m not found in $KVER"
+        echo "$deps" | awk '$1 == "insmod" { print $2 }' | while read -r ko; do
+            [ -f "$root$(module_path "$ko")" ] || add_module "$ko" "$root"
         done
     done
     # modules.dep for busybox modprobe (on-demand loads by the kernel).

@@ -99,9 +99,10 @@ pingpong() {
 # --- driving rdmanet through the CNI protocol, as a container runtime does -----
 
 CNI_BIN=/opt/cni/bin
-CNI_STATE=/run/rdmanet-state
-CNI_IPAM=/run/rdmanet-ipam
-CNI_LOG=/tmp/rdmanet.log
+# A scenario may put them elsewhere (exported, so `sh -c ". /lab/lib.sh; ..."` keeps them).
+CNI_STATE=${CNI_STATE:-/run/rdmanet-state}
+CNI_IPAM=${CNI_IPAM:-/run/rdmanet-ipam}
+CNI_LOG=${CNI_LOG:-/tmp/rdmanet.log}
 
 # rail_conf DEVICE [EXTRA_JSON_MEMBERS]: a network config (one RDMA rail) for
 # the pod that gets DEVICE, with soft-RoCE and rdmanet-ipam.
@@ -126,8 +127,9 @@ JSON
 
 # cni COMMAND POD CONF_FILE [IFNAME]: calls rdmanet for pod POD (netns POD,
 # container id ctr-POD); the result goes to stdout, the exit code is rdmanet's.
+# CNI_ARGS is $POD_ARGS (empty unless set).
 cni() {
-    CNI_COMMAND=$1 CNI_CONTAINERID="ctr-$2" CNI_NETNS="/run/netns/$2" \
+    CNI_COMMAND=$1 CNI_CONTAINERID="ctr-$2" CNI_NETNS="/run/netns/$2" CNI_ARGS="${POD_ARGS:-}" \
         CNI_IFNAME=${4:-net1} CNI_PATH=$CNI_BIN "$CNI_BIN/rdmanet" < "$3"
 }
 
@@ -161,3 +163,70 @@ no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
 
 # show TEXT...: a line for the human reading the demo.
 show() { echo "DEMO| $*"; }
+
+# --- the PCI tier (lab-machine: pci): igb PFs with SR-IOV, an e1000e, a disk -----
+
+# PCI functions of the machine run.sh builds: two igb PFs on one wire (a QEMU hub), an
+# e1000e (no SR-IOV: attached as a whole PF) on the same wire.
+PF0_PCI=0000:01:00.0
+PF1_PCI=0000:02:00.0
+WHOLE_PCI=0000:03:00.0
+
+# pci_netdev PCI: the netdev of a PCI function, as the host sees it (empty when none).
+pci_netdev() { ls "/sys/bus/pci/devices/$1/net" 2>/dev/null | head -n1; }
+# vf_pci PF_PCI N: the PCI address of VF N of a PF.
+vf_pci() { basename "$(readlink "/sys/bus/pci/devices/$1/virtfn$2")"; }
+
+# pci_setup NUMVFS: loads the NIC drivers, brings the PFs up (VFs only work under an up
+# PF) and gives each igb PF NUMVFS VFs; waits until every VF has a netdev and has
+# registered its MAC with its PF (igb shows 00:00:.. until then).
+pci_setup() {
+    modprobe igb && modprobe igbvf && modprobe e1000e || return 1
+    wait_for 20 sh -c ". /lab/lib.sh; [ -n \"\$(pci_netdev $PF0_PCI)\" ] && [ -n \"\$(pci_netdev $PF1_PCI)\" ] && [ -n \"\$(pci_netdev $WHOLE_PCI)\" ]" || return 1
+    for pf in $PF0_PCI $PF1_PCI $WHOLE_PCI; do $IP link set "$(pci_netdev $pf)" up || return 1; done
+    for pf in $PF0_PCI $PF1_PCI; do echo "$1" > "/sys/bus/pci/devices/$pf/sriov_numvfs" || return 1; done
+    wait_for 30 sh -c ". /lab/lib.sh; for pf in $PF0_PCI $PF1_PCI; do n=0; while [ \$n -lt $1 ]; do
+        [ -n \"\$(pci_netdev \$(vf_pci \$pf \$n))\" ] || exit 1
+        vf_line \$pf \$n | grep -q 'link/ether 00:00:00:00:00:00' && exit 1; n=\$((n + 1)); done; done"
+}
+
+# vf_line PF_PCI N: VF N as its PF reports it (`ip link show <pf>`), one line.
+vf_line() {
+    $IP link show "$(pci_netdev "$1")" | awk -v n="$2" '$1 == "vf" && $2 == n { $1 = ""; $2 = ""; sub(/^ +/, ""); print }'
+}
+# host_state PCI: "name mac mtu up|down" of a PCI function's netdev in the host; empty when
+# it is not in the host.
+host_state() {
+    _n=$(pci_netdev "$1")
+    [ -n "$_n" ] || return 0
+    $IP -o link show dev "$_n" | awk '{ s = ($3 ~ /[<,]UP[,>]/) ? "up" : "down"
+        for (i = 1; i <= NF; i++) { if ($i == "mtu") m = $(i + 1); if ($i == "link/ether") a = $(i + 1) }
+        n = $2; sub(/:$/, "", n); print n, a, m, s }'
+}
+
+# sriov_conf SELECTOR_JSON [EXTRA_JSON_MEMBERS]: a network config for one VF or PF with
+# rdmanet-ipam, state and IPAM store in $CNI_STATE and $CNI_IPAM.
+sriov_conf() {
+    cat <<JSON
+{"cniVersion": "1.0.0", "name": "sriov", "type": "rdmanet", $1,
+ "stateDir": "$CNI_STATE", "logFile": "$CNI_LOG", "logLevel": "debug"${2:+, $2},
+ "ipam": {"type": "rdmanet-ipam", "dataDir": "$CNI_IPAM",
+          "ranges": [[{"subnet": "10.57.0.0/24", "rangeStart": "10.57.0.10"}]]}}
+JSON
+}
+
+# no_attachments: no state file, hold or lease is left.
+no_attachments() {
+    _s=$(find "$CNI_STATE" -name '*.json' 2>/dev/null | wc -l)
+    _h=$(find "$CNI_STATE/holds" -type f 2>/dev/null | wc -l)
+    _l=$(find "$CNI_IPAM" -path '*leases/*' -type f 2>/dev/null | wc -l)
+    echo "state files: $_s, holds: $_h, leases: $_l"
+    [ "$_s" -eq 0 ] && [ "$_h" -eq 0 ] && [ "$_l" -eq 0 ]
+}
+
+# same WHAT BEFORE AFTER: passes when AFTER equals BEFORE, showing both otherwise.
+same() {
+    [ "$2" = "$3" ] && { echo "$1: $3"; return 0; }
+    echo "$1 changed: before [$2] after [$3]"
+    return 1
+}
