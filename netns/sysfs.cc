@@ -1,8 +1,15 @@
 #include "netns/sysfs.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
+
+#include "base/fd.h"
 
 namespace rdmanet::netns {
 namespace fs = std::filesystem;
@@ -150,6 +157,36 @@ Expected<std::string> Sysfs::pci_netdev(const std::string& pci) const {
 Expected<std::optional<std::string>> Sysfs::pci_driver(const std::string& pci) const {
   TRY_ASSIGN(std::string dir, pci_dir(pci));
   return link_basename(fs::path(dir) / "driver", "PCI device " + pci);
+}
+
+namespace {
+
+// Writes `text` to an existing sysfs attribute file (never created, never followed).
+Status write_attribute(const std::string& path, const std::string& text) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
+    return sys_error("open " + path, errno);
+  }
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return sys_error("write " + text + " to " + path, errno);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status Sysfs::rebind_pci_driver(const std::string& pci) const {
+  TRY_ASSIGN(std::optional<std::string> driver, pci_driver(pci));
+  if (!driver) {
+    return Error(ErrorKind::kDeviceNotFound, "PCI device " + pci + ": no driver bound to rebind");
+  }
+  if (driver->empty() || *driver == "." || *driver == ".." ||
+      driver->find('/') != std::string::npos) {
+    return Error(ErrorKind::kKernel, "PCI device " + pci + ": driver " + in_quotes(*driver));
+  }
+  const std::string dir = root_ + "/bus/pci/drivers/" + *driver;
+  TRY(write_attribute(dir + "/unbind", pci).with_context("unbind " + pci + " from " + *driver));
+  return write_attribute(dir + "/bind", pci).with_context("bind " + pci + " to " + *driver);
 }
 
 Expected<std::optional<VfInfo>> Sysfs::pci_vf(const std::string& pci) const {

@@ -35,6 +35,10 @@ class Sysfs {
   Expected<bool> pci_device_exists(const std::string& pci) const;
   // The bound driver's name; std::nullopt when no driver is bound.
   Expected<std::optional<std::string>> pci_driver(const std::string& pci) const;
+  // Unbinds a PCI function from its driver and binds it to that driver again, which probes
+  // it anew (mlx5 takes a VF's new GUIDs only then). Its netdev and RDMA device are
+  // recreated, possibly under other names. kDeviceNotFound when no driver is bound.
+  Status rebind_pci_driver(const std::string& pci) const;
   // PF and VF index when pci is a VF; std::nullopt for a PF or a plain function.
   Expected<std::optional<VfInfo>> pci_vf(const std::string& pci) const;
   // The netdev names of an auxiliary device such as "mlx5_core.sf.2", sorted.

@@ -109,6 +109,24 @@ TEST_F(SysfsTest, SaysWhetherAPciFunctionExistsAndWhenItCannotTell) {
   std::filesystem::remove_all(broken);
 }
 
+// A test double: sysfs's bind and unbind attributes are plain files in the fake tree, so
+// the test sees what was written (a real rebind needs a driver that probes again; the PCI
+// tier of the kernel lab has no InfiniBand VF for it).
+TEST_F(SysfsTest, RebindsAFunctionToItsOwnDriver) {
+  Sysfs sysfs(root_);
+  ASSERT_TRUE(sysfs.rebind_pci_driver("0000:3b:00.2").ok());
+  auto read = [&](const std::string& attribute) {
+    std::ifstream in(root_ + "/bus/pci/drivers/mlx5_core/" + attribute);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(read("unbind"), "0000:3b:00.2");
+  EXPECT_EQ(read("bind"), "0000:3b:00.2");
+  auto unbound = sysfs.rebind_pci_driver("0000:3b:00.4");
+  ASSERT_FALSE(unbound.ok());
+  EXPECT_EQ(unbound.error().kind(), ErrorKind::kDeviceNotFound) << unbound.error().msg();
+  EXPECT_FALSE(sysfs.rebind_pci_driver("../secret").ok());
+}
+
 TEST_F(SysfsTest, FindsTheNetdevOfAnAuxiliaryDevice) {
   Sysfs sysfs(root_);
   EXPECT_EQ(*sysfs.aux_netdevs("mlx5_core.sf.2"), std::vector<std::string>{"enp59s0f0s2"});

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 namespace rdmanet::netns::testing {
 
@@ -106,6 +107,9 @@ void FakeSysfs::pci(const std::string& addr, const std::string& driver,
   }
   if (!driver.empty()) {
     fs::create_directories(root_ + "/bus/pci/drivers/" + driver);
+    for (const char* attribute : {"bind", "unbind"}) {
+      std::ofstream(root_ + "/bus/pci/drivers/" + driver + "/" + attribute, std::ios::app);
+    }
     fs::create_directory_symlink("../../../bus/pci/drivers/" + driver, dev + "/driver");
   }
   fs::create_directories(root_ + "/bus/pci/devices");

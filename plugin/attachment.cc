@@ -18,6 +18,7 @@ constexpr Inverse kInverses[] = {
     {StepKind::kRdmaMove, move_rdma_device_home}, {StepKind::kNetdevMove, bring_netdev_home},
     {StepKind::kMacvlan, delete_macvlan},         {StepKind::kIpam, ipam_release},
     {StepKind::kSoftRoce, delete_soft_roce},      {StepKind::kDeviceInfo, remove_device_info},
+    {StepKind::kVfGuids, reset_vf_guids},
 };
 
 Status undo_step(Attachment& a, const StepRecord& step) {
@@ -102,6 +103,7 @@ Status Attachment::record(StepKind kind, nlohmann::json data) {
 }
 
 Status Attachment::undo() {
+  order_for_undo(record_.steps);
   const size_t recorded = record_.steps.size();
   while (!record_.steps.empty()) {
     const StepRecord& step = record_.steps.back();

@@ -64,6 +64,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   TRY(check_node_qos(a));
   auto result = a.roll_back_on_error([&]() -> Expected<cni::Result> {
     TRY(hold_device(a));
+    TRY(set_vf_guids(a));
     TRY(move_rdma_device_in(a, RdmaOrder::kBeforeNetdev));
     TRY(conf.mode == Mode::kNetdev ? move_netdev_in(a) : create_macvlan(a));
     TRY(apply_vf_settings(a));

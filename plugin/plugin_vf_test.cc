@@ -35,6 +35,18 @@ TEST_F(Rdmanet, VfSettingsGoThroughThePfAndFailCleanlyWithoutSriov) {
   EXPECT_TRUE(state_files().empty());
   EXPECT_TRUE(leases().empty());
 
+  // An InfiniBand GUID goes through the PF before anything moves; refused, the VF was
+  // neither rebound to its driver nor moved.
+  json guid = conf({{"pciBusID", "0000:3b:00.5"},
+                    {"sysfsRoot", dir_ + "/sys"},
+                    {"runtimeConfig", {{"infinibandGUID", "00:11:22:33:44:55:66:77"}}}});
+  auto no_guid = cni("ADD", "vf", pod, guid);
+  EXPECT_EQ(no_guid.exit_code, 1);
+  EXPECT_NE(no_guid.msg().find("VF 3 of PF \"" + pf + "\""), std::string::npos) << no_guid.msg();
+  EXPECT_EQ(sh("cat " + dir_ + "/sys/bus/pci/drivers/mlx5_core/unbind"), "");
+  EXPECT_EQ(sh("ip -br link show dev " + vf), before);
+  EXPECT_TRUE(state_files().empty());
+
   // Without VF settings the same VF attaches like any netdev.
   json plain = conf({{"pciBusID", "0000:3b:00.5"}, {"sysfsRoot", dir_ + "/sys"}});
   auto ok = cni("ADD", "vf", pod, plain);

@@ -244,7 +244,9 @@ Status move_rdma_device_in(Attachment& a, RdmaOrder order) {
     return ok_status();
   }
   const RdmaReport& rdma = *a.rec().rdma;
-  TRY(a.record(StepKind::kRdmaMove, {{"device", rdma.device}, {"index", rdma.index}}));
+  TRY(a.record(StepKind::kRdmaMove, {{"device", rdma.device},
+                                     {"index", rdma.index},
+                                     {"beforeNetdev", order == RdmaOrder::kBeforeNetdev}}));
   TRY(under_rdma_lock(a, [&]() -> Status {
     TRY_ASSIGN(auto host, Nldev::open());
     if (auto dev = host.device(static_cast<uint32_t>(rdma.index));

@@ -141,6 +141,17 @@ Expected<AttachmentRecord> from_version1(const json& doc, const std::string& whe
 
 }  // namespace
 
+void order_for_undo(std::vector<StepRecord>& steps) {
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    const StepRecord& rdma = steps[i];
+    if (rdma.kind == StepKind::kRdmaMove && rdma.data.is_object() &&
+        rdma.data.value("beforeNetdev", false) && steps[i + 1].kind == StepKind::kNetdevMove) {
+      std::swap(steps[i], steps[i + 1]);
+      ++i;
+    }
+  }
+}
+
 std::string AttachmentRecord::holder() const {
   std::string where =
       "container " + container_id.substr(0, 12) + ", " + ifname + " in network " + network;

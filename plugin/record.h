@@ -23,6 +23,7 @@ namespace rdmanet::plugin {
 enum class StepKind {
   kHoldDevice,  // the device's hold file names this attachment
   kVfSettings,  // VF attributes set through the PF
+  kVfGuids,     // InfiniBand VF GUIDs set through the PF, the VF rebound to its driver
   kRdmaMove,    // the RDMA device moved into the pod netns
   kNetdevMove,  // the netdev moved into the pod netns and renamed
   kMacvlan,     // a macvlan child created in the pod netns
@@ -35,6 +36,7 @@ inline constexpr Name<StepKind> kStepNames[] = {
     {StepKind::kRdmaMove, "rdma-move"},     {StepKind::kNetdevMove, "netdev-move"},
     {StepKind::kMacvlan, "macvlan"},        {StepKind::kIpam, "ipam"},
     {StepKind::kSoftRoce, "soft-roce"},     {StepKind::kDeviceInfo, "device-info"},
+    {StepKind::kVfGuids, "vf-guids"},
 };
 
 // One step taken: its kind and what its inverse reads (the step's own keys).
@@ -64,6 +66,12 @@ struct AttachmentId {
   // "container <id> (ifname <if>, network <net>)", for messages.
   std::string str() const;
 };
+
+// Puts the steps in the order undo() takes them, last first, which is ADD's reversed but for
+// one pair: an InfiniBand device that went into the pod before its netdev (rdma-move with
+// beforeNetdev) also goes home before it, since moving it recreates its IPoIB netdev in
+// the netns it leaves, where the netdev's inverse then finds it.
+void order_for_undo(std::vector<StepRecord>& steps);
 
 struct AttachmentRecord {
   std::string network;

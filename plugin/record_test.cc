@@ -127,5 +127,41 @@ TEST(Record, Version1FilesReadAsTheirSteps) {
   EXPECT_EQ(m->steps[1].kind, StepKind::kIpam);
 }
 
+// Undo takes the steps last first, except that an InfiniBand device that went in before
+// its netdev goes home before it too; a RoCE device (after its netdev) keeps the plain order,
+// and a record already put in undo order stays as it is.
+TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
+  auto kinds = [](const std::vector<StepRecord>& steps) {
+    std::vector<StepKind> out;
+    for (const auto& s : steps) {
+      out.push_back(s.kind);
+    }
+    return out;
+  };
+  std::vector<StepRecord> ib = {{StepKind::kHoldDevice, {}},
+                                {StepKind::kVfGuids, {}},
+                                {StepKind::kRdmaMove, {{"beforeNetdev", true}}},
+                                {StepKind::kNetdevMove, {}},
+                                {StepKind::kVfSettings, {}},
+                                {StepKind::kIpam, {}}};
+  order_for_undo(ib);
+  const std::vector<StepKind> want = {StepKind::kHoldDevice, StepKind::kVfGuids,
+                                      StepKind::kNetdevMove, StepKind::kRdmaMove,
+                                      StepKind::kVfSettings, StepKind::kIpam};
+  EXPECT_EQ(kinds(ib), want);
+  order_for_undo(ib);
+  EXPECT_EQ(kinds(ib), want) << "ordering twice (a DEL after a partial undo) changes nothing";
+
+  std::vector<StepRecord> roce = {{StepKind::kNetdevMove, {}},
+                                  {StepKind::kRdmaMove, {{"beforeNetdev", false}}}};
+  std::vector<StepRecord> old = {{StepKind::kRdmaMove, {{"device", "mlx5_0"}}},
+                                 {StepKind::kNetdevMove, {}}};
+  order_for_undo(roce);
+  order_for_undo(old);
+  EXPECT_EQ(kinds(roce), (std::vector<StepKind>{StepKind::kNetdevMove, StepKind::kRdmaMove}));
+  EXPECT_EQ(kinds(old), (std::vector<StepKind>{StepKind::kRdmaMove, StepKind::kNetdevMove}))
+      << "a record without beforeNetdev is undone as it was written";
+}
+
 }  // namespace
 }  // namespace rdmanet::plugin

@@ -44,6 +44,15 @@ Status check_node_qos(Attachment& a);
 Status hold_device(Attachment& a);
 Status release_hold(Attachment& a, const nlohmann::json& step);
 
+// InfiniBand VFs: runtimeConfig.infinibandGUID (or args.cni.guid) as node and port GUID,
+// through the PF, under the PF's lock; then the VF is rebound to its driver, which takes
+// GUIDs only when it probes the VF (mlx5, as ib-sriov-cni does), and the device and its
+// RDMA plan are found again (the netdev and RDMA device are made anew). The inverse gives
+// the GUIDs back (all-ones, "no GUID", where the PF reported none), rebinds, and names the
+// netdev as it was. Before the moves: a rebind recreates the netdev in the host.
+Status set_vf_guids(Attachment& a);
+Status reset_vf_guids(Attachment& a, const nlohmann::json& step);
+
 // The netdev's RDMA device into the pod netns (exclusive mode): an InfiniBand device before
 // its netdev (moving it recreates the IPoIB netdev where it leaves; the netdev is then
 // found again), a RoCE device after. The inverse sends it home from inside the pod netns.

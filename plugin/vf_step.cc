@@ -1,6 +1,10 @@
 // SR-IOV VF settings through the PF, and putting them back.
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
 #include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/link.h"
@@ -81,14 +85,20 @@ Expected<VfConfig> settings_from_json(const json& doc, const std::string& where)
 }
 
 // The config's VF settings, with the PF's admin MAC when the pod interface gets a MAC (so
-// the VF keeps it across driver resets).
+// the VF keeps it across driver resets). GUIDs are set_vf_guids's.
 VfConfig wanted_settings(const PluginConf& conf, const HostDevice& dev) {
   VfConfig cfg = conf.vf;
+  cfg.node_guid.reset();
+  cfg.port_guid.reset();
   if (conf.mac && dev.vf) {
     cfg.mac = conf.mac;
   }
   return cfg;
 }
+
+// What mlx5 reads as "no GUID", given back to a VF whose PF reported none (the all-zero GUID
+// is refused as invalid; ib-sriov-cni does the same).
+constexpr uint64_t kNoGuid = ~uint64_t{0};
 
 // Only the attributes whose value the VF does not have yet.
 VfConfig changes_from(const netns::VfState& current, const VfConfig& wanted) {
@@ -190,7 +200,157 @@ Status reregister_vf_mac(Attachment& a, const std::string& vf_pci) {
   return ok_status();
 }
 
+// A rebound VF's driver makes its netdev anew; it shows in sysfs once probed.
+Expected<std::string> wait_for_vf_netdev(const netns::Sysfs& sysfs, const std::string& vf_pci) {
+  for (int tries = 0;; ++tries) {
+    auto name = sysfs.pci_netdev(vf_pci);
+    if (name || tries == 50) {
+      return std::move(name).with_context("VF " + vf_pci + " after its driver was bound again");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// The fields every VF step records about the VF and its PF.
+struct VfStep {
+  std::string pf_pci;
+  std::string pf_name;
+  std::string sysfs_root = "/sys";
+  std::string vf_pci;
+  int vf = 0;
+  VfConfig original;
+};
+
+Expected<VfStep> vf_step_from_json(const json& step, const std::string& name) {
+  VfStep s;
+  json original_doc;
+  Fields f(step, name, ErrorKind::kState);
+  f.required_string("pfPci", &s.pf_pci).string("pfName", &s.pf_name).string("vfPci", &s.vf_pci);
+  f.string("sysfsRoot", &s.sysfs_root).integer_in("vf", 0, 0xffff, &s.vf);
+  f.object("original", &original_doc);
+  TRY(f.status());
+  for (auto [field, value] : {std::pair{"pfPci", &s.pf_pci}, std::pair{"vfPci", &s.vf_pci}}) {
+    if (!value->empty() && !netns::is_pci_address(*value)) {
+      return Error(ErrorKind::kState,
+                   name + "." + field + " " + in_quotes(*value) + " is not a PCI address");
+    }
+  }
+  TRY(check_absolute_path(s.sysfs_root, name + ".sysfsRoot", ErrorKind::kState));
+  TRY_ASSIGN(s.original, settings_from_json(original_doc, name + ".original"));
+  return s;
+}
+
+// The PF of a recorded VF step, by its PCI address (names change across reboots); nullopt
+// when the PF or the VF is gone, and their settings with it.
+struct PfAndVf {
+  netns::LinkInfo pf;
+  netns::VfState vf;
+};
+Expected<std::optional<PfAndVf>> find_pf_and_vf(netns::Rtnl& rtnl, const VfStep& s) {
+  std::string pf_name = s.pf_name;
+  if (auto current = netns::Sysfs(s.sysfs_root).pci_netdev(s.pf_pci); current) {
+    pf_name = *current;
+  }
+  auto pf = netns::find_link_by_name(rtnl, pf_name);
+  if (!pf && pf.error().kind() == ErrorKind::kDeviceNotFound) {
+    spdlog::warn("PF {} ({}) is gone; VF {} settings not restored", pf_name, s.pf_pci, s.vf);
+    return std::optional<PfAndVf>();
+  }
+  if (!pf) {
+    return std::move(pf).error();  // could not look: not "gone"
+  }
+  auto current = netns::read_vf(rtnl, pf->index, pf->name, s.vf);
+  if (!current && current.error().kind() == ErrorKind::kDeviceNotFound) {
+    spdlog::warn("{}; its settings are gone with it", current.error().msg());
+    return std::optional<PfAndVf>();
+  }
+  if (!current) {
+    return std::move(current).error();
+  }
+  return std::optional<PfAndVf>(PfAndVf{std::move(*pf), std::move(*current)});
+}
+
 }  // namespace
+
+Status set_vf_guids(Attachment& a) {
+  const PluginConf& conf = a.conf();
+  if (!conf.vf.node_guid && !conf.vf.port_guid) {
+    return ok_status();
+  }
+  const HostDevice& dev = a.device();
+  if (!dev.vf) {
+    return Error(ErrorKind::kInvalidConfig,
+                 "infinibandGUID: device " + dev.link.name +
+                     " is not an SR-IOV VF (select an InfiniBand VF by its PCI address)");
+  }
+  TRY_ASSIGN(auto lock, a.store().lock(pf_lock_key(dev.vf->pf_pci)));
+  TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
+  TRY_ASSIGN(auto pf, netns::find_link_by_name(rtnl, dev.pf_name));
+  TRY_ASSIGN(auto current, netns::read_vf(rtnl, pf.index, pf.name, dev.vf->index));
+  VfConfig guids;
+  guids.node_guid = conf.vf.node_guid;
+  guids.port_guid = conf.vf.port_guid;
+  VfConfig changes = changes_from(current, guids);
+  if (changes.empty()) {
+    return ok_status();  // the VF has them already: no rebind, nothing to give back
+  }
+  TRY(a.record(StepKind::kVfGuids,
+               {{"pfPci", dev.vf->pf_pci},
+                {"pfName", pf.name},
+                {"sysfsRoot", conf.sysfs_root},
+                {"vf", dev.vf->index},
+                {"vfPci", dev.pci},
+                {"hostName", dev.link.name},
+                {"original", settings_to_json(netns::settings_for(current, changes))}}));
+  TRY(netns::set_vf(rtnl, pf, dev.vf->index, changes));
+  netns::Sysfs sysfs(conf.sysfs_root);
+  TRY(sysfs.rebind_pci_driver(dev.pci));
+  TRY(wait_for_vf_netdev(sysfs, dev.pci));
+  TRY(find_host_device(a));
+  return plan_rdma(a);
+}
+
+Status reset_vf_guids(Attachment& a, const json& step) {
+  TRY_ASSIGN(VfStep s, vf_step_from_json(step, "vf-guids"));
+  std::string host_name;
+  TRY(Fields(step, "vf-guids", ErrorKind::kState).string("hostName", &host_name).status());
+  if (!host_name.empty()) {
+    TRY(check_recorded_link_name(host_name, "vf-guids.hostName"));
+  }
+  VfConfig back;
+  back.node_guid = s.original.node_guid.value_or(kNoGuid);
+  back.port_guid = s.original.port_guid.value_or(kNoGuid);
+  TRY_ASSIGN(auto lock, a.store().lock(pf_lock_key(s.pf_pci)));
+  TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
+  TRY_ASSIGN(auto found, find_pf_and_vf(rtnl, s));
+  if (!found) {
+    return ok_status();
+  }
+  bool changed = false;
+  for (VfAttribute attribute : {VfAttribute::kNodeGuid, VfAttribute::kPortGuid}) {
+    if (!netns::has_setting(found->vf, back, attribute)) {
+      TRY(netns::set_vf_attribute(rtnl, found->pf, s.vf, back, attribute));
+      changed = true;
+    }
+  }
+  netns::Sysfs sysfs(s.sysfs_root);
+  if (!changed || s.vf_pci.empty()) {
+    return ok_status();
+  }
+  TRY(sysfs.rebind_pci_driver(s.vf_pci));
+  TRY_ASSIGN(std::string name, wait_for_vf_netdev(sysfs, s.vf_pci));
+  if (host_name.empty() || name == host_name) {
+    return ok_status();
+  }
+  TRY_ASSIGN(auto link, netns::find_link_by_name(rtnl, name));
+  if (auto renamed = netns::rename_link(rtnl, link, host_name); !renamed) {
+    if (renamed.error().sys_errno() != EEXIST) {
+      return renamed;
+    }
+    spdlog::warn("VF {} is back as {}: {}", s.vf_pci, name, renamed.error().msg());
+  }
+  return ok_status();
+}
 
 Status apply_vf_settings(Attachment& a) {
   const HostDevice& dev = a.device();
@@ -228,44 +388,17 @@ Status apply_vf_settings(Attachment& a) {
 }
 
 Status restore_vf_settings(Attachment& a, const json& step) {
-  std::string pf_pci;
-  std::string pf_name;
-  std::string sysfs_root = "/sys";
-  std::string vf_pci;
-  int vf = 0;
+  TRY_ASSIGN(VfStep s, vf_step_from_json(step, "vf-settings"));
   bool mac_was_vf_own = false;
-  json original_doc;
-  Fields f(step, "vf-settings", ErrorKind::kState);
-  f.required_string("pfPci", &pf_pci).string("pfName", &pf_name).string("vfPci", &vf_pci);
-  f.string("sysfsRoot", &sysfs_root).integer_in("vf", 0, 0xffff, &vf);
-  f.object("original", &original_doc).boolean("macWasVfOwn", &mac_was_vf_own);
-  TRY(f.status());
-  for (auto [field, value] : {std::pair{"pfPci", &pf_pci}, std::pair{"vfPci", &vf_pci}}) {
-    if (!value->empty() && !netns::is_pci_address(*value)) {
-      return Error(ErrorKind::kState, std::string("vf-settings.") + field + " " +
-                                          in_quotes(*value) + " is not a PCI address");
-    }
-  }
-  TRY(check_absolute_path(sysfs_root, "vf-settings.sysfsRoot", ErrorKind::kState));
-  TRY_ASSIGN(auto original, settings_from_json(original_doc, "vf-settings.original"));
-  TRY_ASSIGN(auto lock, a.store().lock(pf_lock_key(pf_pci)));
-  // The PF's name is resolved again from its PCI address: names change across reboots.
-  if (auto current = netns::Sysfs(sysfs_root).pci_netdev(pf_pci); current) {
-    pf_name = *current;
-  }
+  TRY(Fields(step, "vf-settings", ErrorKind::kState)
+          .boolean("macWasVfOwn", &mac_was_vf_own)
+          .status());
+  const VfConfig& original = s.original;
+  TRY_ASSIGN(auto lock, a.store().lock(pf_lock_key(s.pf_pci)));
   TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
-  auto pf = netns::find_link_by_name(rtnl, pf_name);
-  if (!pf) {
-    spdlog::warn("PF {} ({}) is gone; VF {} settings not restored", pf_name, pf_pci, vf);
+  TRY_ASSIGN(auto found, find_pf_and_vf(rtnl, s));
+  if (!found) {
     return ok_status();
-  }
-  auto current = netns::read_vf(rtnl, pf->index, pf->name, vf);
-  if (!current && current.error().kind() == ErrorKind::kDeviceNotFound) {
-    spdlog::warn("{}; its settings are gone with it", current.error().msg());
-    return ok_status();
-  }
-  if (!current) {
-    return std::move(current).error();
   }
   // Last applied, first put back; what already has its old value is left alone.
   VfConfig wanted_back = original;
@@ -275,12 +408,12 @@ Status restore_vf_settings(Attachment& a, const json& step) {
   bool mac_cleared = false;
   auto attributes = netns::attributes_of(original);
   for (auto it = attributes.rbegin(); it != attributes.rend(); ++it) {
-    if (!netns::has_setting(*current, wanted_back, *it)) {
-      TRY(restore_attribute(rtnl, *pf, vf, original, *it, mac_was_vf_own));
+    if (!netns::has_setting(found->vf, wanted_back, *it)) {
+      TRY(restore_attribute(rtnl, found->pf, s.vf, original, *it, mac_was_vf_own));
       mac_cleared = mac_cleared || (*it == VfAttribute::kMac && mac_was_vf_own);
     }
   }
-  return mac_cleared && !vf_pci.empty() ? reregister_vf_mac(a, vf_pci) : ok_status();
+  return mac_cleared && !s.vf_pci.empty() ? reregister_vf_mac(a, s.vf_pci) : ok_status();
 }
 
 }  // namespace rdmanet::plugin

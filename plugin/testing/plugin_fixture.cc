@@ -191,6 +191,9 @@ void Rdmanet::fake_pci(const std::string& pci, const std::string& netdev,
   std::string dev = dir_ + "/sys/bus/pci/devices/" + pci;
   fs::create_directories(dev);
   fs::create_directories(dir_ + "/sys/bus/pci/drivers/" + driver);
+  for (const char* attribute : {"bind", "unbind"}) {
+    std::ofstream(dir_ + "/sys/bus/pci/drivers/" + driver + "/" + attribute, std::ios::app);
+  }
   fs::create_symlink("../../drivers/" + driver, dev + "/driver");
   if (!netdev.empty()) {
     fs::create_directories(dev + "/net/" + netdev);
