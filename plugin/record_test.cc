@@ -133,6 +133,7 @@ TEST(Record, Version1FilesReadAsTheirSteps) {
 TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
   auto kinds = [](const std::vector<StepRecord>& steps) {
     std::vector<StepKind> out;
+    out.reserve(steps.size());
     for (const auto& s : steps) {
       out.push_back(s.kind);
     }
