@@ -31,6 +31,9 @@ NlRequest route_request(int type, int flags, const Route& route) {
   if (route.gateway) {
     req.put(RTA_GATEWAY, route.gateway->data(), route.gateway->size());
   }
+  if (route.src) {
+    req.put(RTA_PREFSRC, route.src->data(), route.src->size());
+  }
   if (route.ifindex != 0) {
     req.put_u32(RTA_OIF, static_cast<uint32_t>(route.ifindex));
   }
@@ -55,6 +58,9 @@ std::string Route::str() const {
   std::string out = dst.network().str();
   if (gateway) {
     out += " via " + gateway->str();
+  }
+  if (src) {
+    out += " src " + src->str();
   }
   if (ifindex != 0) {
     out += " dev index " + std::to_string(ifindex);
@@ -112,6 +118,9 @@ Expected<std::vector<Route>> list_routes(Rtnl& rtnl, int family, uint32_t table)
     route.dst.len = msg->rtm_dst_len;
     if (is_ip_attr(tb[RTA_GATEWAY], len)) {
       route.gateway = IpAddress::from_bytes(nla_data(tb[RTA_GATEWAY]), len);
+    }
+    if (is_ip_attr(tb[RTA_PREFSRC], len)) {
+      route.src = IpAddress::from_bytes(nla_data(tb[RTA_PREFSRC]), len);
     }
     if (tb[RTA_OIF] != nullptr) {
       route.ifindex = static_cast<int>(attr_u32(tb[RTA_OIF]));

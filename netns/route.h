@@ -17,6 +17,7 @@ namespace rdmanet::netns {
 struct Route {
   IpPrefix dst;                      // 0.0.0.0/0 or ::/0 for a default route
   std::optional<IpAddress> gateway;  // none: directly connected
+  std::optional<IpAddress> src;      // RTA_PREFSRC: the source address it suggests
   int ifindex = 0;                   // output link; 0 lets the kernel pick from the gateway
   std::optional<uint32_t> metric;    // RTA_PRIORITY
   std::optional<uint32_t> mtu;       // RTAX_MTU

@@ -18,7 +18,7 @@ constexpr Inverse kInverses[] = {
     {StepKind::kRdmaMove, move_rdma_device_home}, {StepKind::kNetdevMove, bring_netdev_home},
     {StepKind::kMacvlan, delete_macvlan},         {StepKind::kIpam, ipam_release},
     {StepKind::kSoftRoce, delete_soft_roce},      {StepKind::kDeviceInfo, remove_device_info},
-    {StepKind::kVfGuids, reset_vf_guids},
+    {StepKind::kVfGuids, reset_vf_guids},         {StepKind::kSourceRouting, remove_source_routing},
 };
 
 Status undo_step(Attachment& a, const StepRecord& step) {

@@ -70,6 +70,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
     TRY(apply_vf_settings(a));
     TRY_ASSIGN(cni::Result ipam, ipam_add(a));
     TRY_ASSIGN(netns::LinkInfo pod_link, configure_pod_interface(a, ipam));
+    TRY(add_source_routing(a, ipam, pod_link));
     TRY(create_soft_roce(a));
     TRY(move_rdma_device_in(a, RdmaOrder::kAfterNetdev));
     TRY(set_rdma_cm_defaults(a));

@@ -259,7 +259,9 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
     return Error(ErrorKind::kInvalidConfig,
                  conf.vf_field + ": VF settings need mode netdev (the VF itself is attached)");
   }
-  TRY(f.boolean("multiRailSysctls", &conf.multi_rail_sysctls).status());
+  TRY(f.boolean("multiRailSysctls", &conf.multi_rail_sysctls)
+          .boolean("sourceRouting", &conf.source_routing)
+          .status());
   TRY(parse_rdma(f, &conf));
   f.string("stateDir", &conf.state_dir).string("sysfsRoot", &conf.sysfs_root);
   f.integer_in("ipamTimeout", 1, 600, &conf.ipam_timeout_seconds);

@@ -47,6 +47,7 @@ struct PluginConf {
   netns::VfConfig vf;                   // SR-IOV settings applied through the PF (sriov-cni's keys)
   std::string vf_field;                 // the first VF key set, for messages
   bool multi_rail_sysctls = true;
+  bool source_routing = true;  // a routing table and a "from <addr>" rule per rail
   RdmaIsolation rdma_isolation = RdmaIsolation::kAuto;
   bool soft_roce = false;      // create a soft-RoCE device on the pod interface
   rdma::CmDefaults roce_cm;    // roce.tos / roce.mode: RDMA-CM defaults of the device

@@ -42,7 +42,19 @@ TEST_F(Rdmanet, NetdevModeMovesTheDeviceAndBringsItBack) {
   ASSERT_TRUE(link_exists("net1", pod));
   EXPECT_EQ(link_field("net1", "mtu", pod), "1300");
   EXPECT_NE(sh("ip -n " + pod + " addr show dev net1").find("10.123.0.2/24"), std::string::npos);
-  EXPECT_NE(sh("ip -n " + pod + " route show").find("10.124.0.0/16 dev net1"), std::string::npos);
+  // A route without a gateway goes via the IP config's, as the reference plugins do it.
+  EXPECT_NE(sh("ip -n " + pod + " route show").find("10.124.0.0/16 via 10.123.0.1 dev net1"),
+            std::string::npos)
+      << sh("ip -n " + pod + " route show");
+  // sourceRouting: the rail's own table and a rule for its address.
+  const std::string table = std::to_string(10000 + std::stoi(link_field("net1", "ifindex", pod)));
+  EXPECT_NE(sh("ip -n " + pod + " rule show").find("3000:\tfrom 10.123.0.2 lookup " + table),
+            std::string::npos)
+      << sh("ip -n " + pod + " rule show");
+  // (linkdown: the veth peer in the host is down.)
+  EXPECT_EQ(sh("ip -n " + pod + " route show table " + table),
+            "10.123.0.0/24 dev net1 scope link src 10.123.0.2 linkdown \n"
+            "10.124.0.0/16 via 10.123.0.1 dev net1 linkdown \n");
   EXPECT_EQ(sh("ip netns exec " + pod + " cat /proc/sys/net/ipv4/conf/net1/arp_ignore"), "1\n");
   EXPECT_EQ(sh("ip netns exec " + pod + " cat /proc/sys/net/ipv4/conf/net1/rp_filter"), "2\n");
   EXPECT_EQ(leases().size(), 1u);
@@ -51,6 +63,8 @@ TEST_F(Rdmanet, NetdevModeMovesTheDeviceAndBringsItBack) {
   ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
   ASSERT_TRUE(link_exists(port)) << "device not back in the host under its name";
   EXPECT_FALSE(link_exists("net1", pod));
+  EXPECT_EQ(sh("ip -n " + pod + " rule show").find("lookup " + table), std::string::npos)
+      << "DEL left the rail's rule behind";
   EXPECT_EQ(link_field(port, "mtu"), "1400");
   EXPECT_EQ(link_field(port, "address"), mac);
   EXPECT_TRUE(state_files().empty());

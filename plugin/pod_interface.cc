@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 
+#include "base/json_fields.h"
 #include "netns/address.h"
 #include "netns/announce.h"
 #include "netns/link.h"
 #include "netns/route.h"
+#include "netns/rule.h"
 #include "netns/sysctl.h"
 #include "plugin/steps.h"
 
@@ -35,12 +38,27 @@ Status apply_multi_rail_sysctls(const std::string& ifname) {
   return set_sysctl(ifname, "rp_filter", "2");
 }
 
-Expected<netns::Route> route_of(const cni::Route& r, int ifindex) {
+// The gateway of the IPAM addresses of a family, as the reference plugins take it for a
+// route without one (the last IP config of that family that has one).
+std::optional<netns::IpAddress> gateway_of(const cni::Result& ipam, int family) {
+  std::optional<netns::IpAddress> gateway;
+  for (const auto& ip : ipam.ips) {
+    auto gw = netns::IpAddress::parse(ip.gateway);
+    if (!ip.gateway.empty() && gw && gw->family() == family) {
+      gateway = *gw;
+    }
+  }
+  return gateway;
+}
+
+Expected<netns::Route> route_of(const cni::Route& r, int ifindex, const cni::Result& ipam) {
   netns::Route route;
   TRY_ASSIGN(route.dst, netns::IpPrefix::parse(r.dst).with_context("IPAM route"));
   route.ifindex = ifindex;
   if (!r.gw.empty()) {
     TRY_ASSIGN(route.gateway, netns::IpAddress::parse(r.gw).with_context("IPAM route gateway"));
+  } else {
+    route.gateway = gateway_of(ipam, route.dst.addr.family());
   }
   if (r.priority > 0) {
     route.metric = static_cast<uint32_t>(r.priority);
@@ -91,11 +109,18 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
   }
   TRY(netns::set_link_up(rtnl, link));
   for (const auto& r : ipam.routes) {
-    auto route = route_of(r, link.index);
+    auto route = route_of(r, link.index, ipam);
     if (!route) {
       return Error(ErrorKind::kDelegate, route.error().msg());
     }
-    TRY(netns::add_route(rtnl, *route));
+    // Another rail of the pod has the same route: the first one wins, as the reference
+    // plugins have it (sourceRouting gives each rail its own anyway).
+    if (auto s = netns::add_route(rtnl, *route); !s) {
+      if (s.error().sys_errno() != EEXIST) {
+        return std::move(s).error();
+      }
+      spdlog::info("route {} is there already (another rail's): kept", route->str());
+    }
   }
   TRY_ASSIGN(auto fresh, netns::find_link_by_index(rtnl, link.index));
   for (const auto& addr : announce) {
@@ -107,7 +132,90 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
   return fresh;
 }
 
+// A rail's own routing table: numbered after the pod interface's ifindex, which no other
+// link of the pod netns has; its rules come before the main table's (32766).
+constexpr uint32_t kRailTableBase = 10000;
+constexpr uint32_t kRailRulePriority = 3000;
+
 }  // namespace
+
+Status add_source_routing(Attachment& a, const cni::Result& ipam, const LinkInfo& pod_link) {
+  if (!a.conf().source_routing || ipam.ips.empty()) {
+    return ok_status();
+  }
+  const uint32_t table = kRailTableBase + static_cast<uint32_t>(pod_link.index);
+  std::vector<netns::IpPrefix> addresses;
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& ip : ipam.ips) {
+    auto prefix = netns::IpPrefix::parse(ip.address);
+    if (!prefix) {
+      return Error(ErrorKind::kDelegate, "IPAM address: " + prefix.error().msg());
+    }
+    addresses.push_back(*prefix);
+    const int host_len = prefix->addr.is_v4() ? 32 : 128;
+    rules.push_back(
+        {{"from", netns::IpPrefix{prefix->addr, host_len}.str()}, {"priority", kRailRulePriority}});
+  }
+  TRY(a.record(StepKind::kSourceRouting, {{"table", table}, {"rules", rules}}));
+  return in_netns(*a.pod(), [&]() -> Status {
+    TRY_ASSIGN(auto rtnl, Rtnl::open());
+    for (const auto& prefix : addresses) {
+      netns::Route connected;
+      connected.dst = prefix.network();
+      connected.ifindex = pod_link.index;
+      connected.src = prefix.addr;
+      connected.table = table;
+      TRY(netns::add_route(rtnl, connected));
+    }
+    for (const auto& r : ipam.routes) {
+      auto route = route_of(r, pod_link.index, ipam);
+      if (!route) {
+        return Error(ErrorKind::kDelegate, route.error().msg());
+      }
+      route->table = table;
+      TRY(netns::add_route(rtnl, *route));
+    }
+    for (const auto& prefix : addresses) {
+      netns::Rule rule{{prefix.addr, prefix.addr.is_v4() ? 32 : 128}, table, kRailRulePriority};
+      TRY(netns::add_rule(rtnl, rule));
+    }
+    return ok_status();
+  });
+}
+
+Status remove_source_routing(Attachment& a, const nlohmann::json& step) {
+  if (!a.pod()) {
+    return ok_status();  // the rules went with the netns
+  }
+  uint32_t table = 0;
+  std::vector<nlohmann::json> rules;
+  Fields f(step, "source-routing", ErrorKind::kState);
+  f.integer_in("table", 1, 0xffffffffLL, &table).object_list("rules", &rules);
+  TRY(f.status());
+  std::vector<netns::Rule> parsed;
+  for (const auto& doc : rules) {
+    std::string from;
+    uint32_t priority = 0;
+    Fields rf(doc, "source-routing.rules[]", ErrorKind::kState);
+    rf.required_string("from", &from).integer_in("priority", 0, 0xffffffffLL, &priority);
+    TRY(rf.status());
+    auto prefix = netns::IpPrefix::parse(from);
+    if (!prefix) {
+      return Error(ErrorKind::kState, "source-routing.rules[].from: " + prefix.error().msg());
+    }
+    parsed.push_back({*prefix, table, priority});
+  }
+  return in_netns(*a.pod(), [&]() -> Status {
+    TRY_ASSIGN(auto rtnl, Rtnl::open());
+    for (const auto& rule : parsed) {
+      if (auto s = netns::delete_rule(rtnl, rule);
+          !s && s.error().sys_errno() != ENOENT) {  // already gone: fine
+        return s;
+      }
+    }
+    return ok_status();
+  });
+}
 
 Expected<LinkInfo> configure_pod_interface(Attachment& a, const cni::Result& ipam) {
   return in_netns(*a.pod(), [&] { return configure_in_pod(a.conf(), a.rec().ifname, ipam); });

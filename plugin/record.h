@@ -21,22 +21,23 @@ namespace rdmanet::plugin {
 
 // The steps of ADD that change the node, in the order ADD takes them (plugin/steps.h).
 enum class StepKind {
-  kHoldDevice,  // the device's hold file names this attachment
-  kVfSettings,  // VF attributes set through the PF
-  kVfGuids,     // InfiniBand VF GUIDs set through the PF, the VF rebound to its driver
-  kRdmaMove,    // the RDMA device moved into the pod netns
-  kNetdevMove,  // the netdev moved into the pod netns and renamed
-  kMacvlan,     // a macvlan child created in the pod netns
-  kIpam,        // the IPAM plugin's ADD
-  kSoftRoce,    // a soft-RoCE device created on the pod interface
-  kDeviceInfo,  // the CNIDeviceInfoFile written
+  kHoldDevice,     // the device's hold file names this attachment
+  kVfSettings,     // VF attributes set through the PF
+  kVfGuids,        // InfiniBand VF GUIDs set through the PF, the VF rebound to its driver
+  kSourceRouting,  // a routing table and "from <addr>" rules for the pod interface
+  kRdmaMove,       // the RDMA device moved into the pod netns
+  kNetdevMove,     // the netdev moved into the pod netns and renamed
+  kMacvlan,        // a macvlan child created in the pod netns
+  kIpam,           // the IPAM plugin's ADD
+  kSoftRoce,       // a soft-RoCE device created on the pod interface
+  kDeviceInfo,     // the CNIDeviceInfoFile written
 };
 inline constexpr Name<StepKind> kStepNames[] = {
     {StepKind::kHoldDevice, "hold-device"}, {StepKind::kVfSettings, "vf-settings"},
     {StepKind::kRdmaMove, "rdma-move"},     {StepKind::kNetdevMove, "netdev-move"},
     {StepKind::kMacvlan, "macvlan"},        {StepKind::kIpam, "ipam"},
     {StepKind::kSoftRoce, "soft-roce"},     {StepKind::kDeviceInfo, "device-info"},
-    {StepKind::kVfGuids, "vf-guids"},
+    {StepKind::kVfGuids, "vf-guids"},       {StepKind::kSourceRouting, "source-routing"},
 };
 
 // One step taken: its kind and what its inverse reads (the step's own keys).

@@ -92,6 +92,14 @@ Status ipam_release(Attachment& a, const nlohmann::json& step);
 // child), and the MTU and MAC of a moved netdev are given back by bring_netdev_home.
 Expected<netns::LinkInfo> configure_pod_interface(Attachment& a, const cni::Result& ipam);
 
+// sourceRouting (default on): the pod interface gets a routing table of its own (its
+// addresses' subnets and the IPAM routes, through it) and a "from <address>" rule per
+// address, so a pod with several rails sends what each rail's address sources out of that
+// rail, and the peer's replies come back on it, also when the rails share a subnet. The
+// table's routes go with the interface; the inverse deletes the rules.
+Status add_source_routing(Attachment& a, const cni::Result& ipam, const netns::LinkInfo& pod_link);
+Status remove_source_routing(Attachment& a, const nlohmann::json& step);
+
 // softRoce: an rxe device on the pod interface, created from inside the pod netns. The
 // inverse deletes it wherever it is.
 Status create_soft_roce(Attachment& a);

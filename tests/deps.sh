@@ -6,7 +6,7 @@ set -eu
 
 build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
-test_pkgs="iproute2 iputils-ping containernetworking-plugins binutils procps time podman runc busybox-static strace
+test_pkgs="iproute2 iputils-ping tcpdump containernetworking-plugins binutils procps time podman runc busybox-static strace
   python3 python3-yaml clang libclang-rt-14-dev etcd-server etcd-client openssl"
 
 case "${1:-all}" in
