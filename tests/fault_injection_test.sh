@@ -115,10 +115,11 @@ port_snapshot() {
     printf "name=%s mac=%s mtu=%s %s alias=%s altnames=%s\n", name, mac, mtu, admin, alias, alt
   }'
 }
-# Links, addresses and routes (every table) of the pod netns. IPv6 routes
-# need a link and an address, which this lists.
+# Links, addresses, routes (every table) and rules of the pod netns. IPv6
+# routes need a link and an address, which this lists.
 pod_snapshot() {
-  printf 'link show\naddr show\nroute show table all\n' | ip -n "$pod" -o -batch -
+  printf 'link show\naddr show\nroute show table all\nrule show\n' | ip -n "$pod" -o -batch -
+  ip -n "$pod" -6 rule show
 }
 
 # A fresh node for run $1: the port (up, MTU 1450, an alias, an altname), an
