@@ -19,6 +19,7 @@ constexpr Inverse kInverses[] = {
     {StepKind::kMacvlan, delete_macvlan},         {StepKind::kIpam, ipam_release},
     {StepKind::kSoftRoce, delete_soft_roce},      {StepKind::kDeviceInfo, remove_device_info},
     {StepKind::kVfGuids, reset_vf_guids},         {StepKind::kSourceRouting, remove_source_routing},
+    {StepKind::kPodInfo, remove_pod_info},
 };
 
 Status undo_step(Attachment& a, const StepRecord& step) {

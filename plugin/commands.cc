@@ -75,6 +75,7 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
     TRY(move_rdma_device_in(a, RdmaOrder::kAfterNetdev));
     TRY(set_rdma_cm_defaults(a));
     TRY(wait_for_gids(a, ipam));
+    TRY(write_pod_info(a, ipam));
     write_device_info(a);
     return a.finish(build_result(a, pod_link, ipam));
   });

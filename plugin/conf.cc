@@ -264,9 +264,13 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
           .status());
   TRY(parse_rdma(f, &conf));
   f.string("stateDir", &conf.state_dir).string("sysfsRoot", &conf.sysfs_root);
+  f.string("podInfoDir", &conf.pod_info_dir);
   f.integer_in("ipamTimeout", 1, 600, &conf.ipam_timeout_seconds);
   TRY(f.status());
   TRY(check_absolute_path(conf.state_dir, "stateDir", ErrorKind::kInvalidConfig));
+  if (!conf.pod_info_dir.empty()) {
+    TRY(check_absolute_path(conf.pod_info_dir, "podInfoDir", ErrorKind::kInvalidConfig));
+  }
   TRY(check_absolute_path(conf.sysfs_root, "sysfsRoot", ErrorKind::kInvalidConfig));
   TRY(check_absolute_path(conf.configfs_root, "configfsRoot", ErrorKind::kInvalidConfig));
   return conf;

@@ -56,6 +56,7 @@ struct PluginConf {
   int gid_timeout_ms = 10000;  // gidTimeout (seconds in the config)
   std::string configfs_root = "/sys/kernel/config";
   std::string state_dir = "/var/lib/cni/rdmanet";
+  std::string pod_info_dir = "/run/rdmanet/pods";  // empty: no pod rails files
   std::string sysfs_root = "/sys";
   int ipam_timeout_seconds = 60;
 };

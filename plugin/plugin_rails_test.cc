@@ -49,11 +49,39 @@ class Rails : public Rdmanet {
       auto add = cni("ADD", "trainer", pod_, rail_conf(k, own_subnet), ifname(k));
       ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
       addr_.push_back(address_of(add));
+      expect_rails_file(k + 1);
       auto peer = cni("ADD", "peer", peer_, peer_conf(k, own_subnet), ifname(k));
       ASSERT_EQ(peer.exit_code, 0) << peer.out << peer.err;
       peer_addr_.push_back(address_of(peer));
     }
   }
+  // The pod's rails files (K8S_POD_UID uid-trainer) list these rails, in order.
+  void expect_rails_file(const std::vector<int>& rails) {
+    std::string dir = dir_ + "/pods/uid-trainer";
+    json doc = json::parse(sh("cat " + dir + "/rails.json"), nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << "no rails.json in " << dir;
+    ASSERT_EQ(doc["rails"].size(), rails.size()) << doc.dump();
+    std::string ifnames;
+    for (size_t i = 0; i < rails.size(); ++i) {
+      const int k = rails[i];
+      EXPECT_EQ(doc["rails"][i]["interface"], ifname(k));
+      EXPECT_EQ(doc["rails"][i]["addresses"][0].get<std::string>().rfind(addr_[k] + "/", 0), 0u)
+          << doc["rails"][i].dump();
+      ifnames += (i == 0 ? "=" : ",") + ifname(k);
+    }
+    std::string env = sh("cat " + dir + "/rdma.env");
+    EXPECT_NE(env.find("\nNCCL_SOCKET_IFNAME=" + ifnames + "\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("\nRDMANET_RAILS=" + std::to_string(rails.size()) + "\n"), std::string::npos)
+        << env;
+  }
+  void expect_rails_file(int first_n) {
+    std::vector<int> rails;
+    for (int k = 0; k < first_n; ++k) {
+      rails.push_back(k);
+    }
+    expect_rails_file(rails);
+  }
+
   static std::string address_of(const Output& add) {
     std::string cidr = add.doc()["ips"][0]["address"];
     return cidr.substr(0, cidr.find('/'));
@@ -138,6 +166,7 @@ TEST_F(Rails, EightRailsOnOneSubnetEachUseTheirOwnInterface) {
   EXPECT_FALSE(link_exists(ifname(3), pod_));
   EXPECT_EQ(sh("ip -n " + pod_ + " rule show").find("from " + addr_[3] + " "), std::string::npos);
   std::vector<int> rest = {0, 1, 2, 4, 5, 6, 7};
+  expect_rails_file(rest);
   for (int k : rest) {
     EXPECT_NE(sh("ip -n " + pod_ + " rule show").find("from " + addr_[k] + " lookup"),
               std::string::npos)
@@ -153,7 +182,15 @@ TEST_F(Rails, EightRailsOnEightSubnetsEachUseTheirOwnInterface) {
   }
   expect_each_rail_on_its_own(all_rails());
   ASSERT_EQ(cni("DEL", "trainer", pod_, rail_conf(3, true), ifname(3)).exit_code, 0);
+  expect_rails_file({0, 1, 2, 4, 5, 6, 7});
   expect_each_rail_on_its_own({0, 1, 2, 4, 5, 6, 7});
+  // The last rail's DEL takes the pod's directory with it.
+  for (int k : {0, 1, 2, 4, 5, 6, 7}) {
+    ASSERT_EQ(cni("DEL", "trainer", pod_, rail_conf(k, true), ifname(k)).exit_code, 0);
+  }
+  EXPECT_FALSE(link_exists(ifname(0), pod_));
+  EXPECT_EQ(sh("ls " + dir_ + "/pods"), "uid-peer\n")
+      << "the pod's rails directory outlived its last rail (the peer pod's stays)";
 }
 
 // Without sourceRouting the kernel sends everything for a shared subnet out of one rail, and

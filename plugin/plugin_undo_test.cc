@@ -93,8 +93,8 @@ TEST_F(Undo, AFailedInverseKeepsWhatIsNotUndoneForTheNextDel) {
   std::string pod = make_pod();
   json c = logged_ipam_conf({{"device", port}, {"mtu", 1400}});
   ASSERT_EQ(cni("ADD", "retry", pod, c).exit_code, 0);
-  EXPECT_EQ(step_names(record()),
-            (std::vector<std::string>{"hold-device", "netdev-move", "ipam", "source-routing"}));
+  EXPECT_EQ(step_names(record()), (std::vector<std::string>{"hold-device", "netdev-move", "ipam",
+                                                            "source-routing", "pod-info"}));
 
   std::ofstream(dir_ + "/ipam-down") << "";
   auto del = cni("DEL", "retry", pod, c);

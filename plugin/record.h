@@ -25,6 +25,7 @@ enum class StepKind {
   kVfSettings,     // VF attributes set through the PF
   kVfGuids,        // InfiniBand VF GUIDs set through the PF, the VF rebound to its driver
   kSourceRouting,  // a routing table and "from <addr>" rules for the pod interface
+  kPodInfo,        // the rail's entry in the pod's rails files
   kRdmaMove,       // the RDMA device moved into the pod netns
   kNetdevMove,     // the netdev moved into the pod netns and renamed
   kMacvlan,        // a macvlan child created in the pod netns
@@ -38,6 +39,7 @@ inline constexpr Name<StepKind> kStepNames[] = {
     {StepKind::kMacvlan, "macvlan"},        {StepKind::kIpam, "ipam"},
     {StepKind::kSoftRoce, "soft-roce"},     {StepKind::kDeviceInfo, "device-info"},
     {StepKind::kVfGuids, "vf-guids"},       {StepKind::kSourceRouting, "source-routing"},
+    {StepKind::kPodInfo, "pod-info"},
 };
 
 // One step taken: its kind and what its inverse reads (the step's own keys).

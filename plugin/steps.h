@@ -113,6 +113,14 @@ Status set_rdma_cm_defaults(Attachment& a);
 // table, and reports them. Only looks.
 Status wait_for_gids(Attachment& a, const cni::Result& ipam);
 
+// The rail's entry in the pod's rails files (plugin/pod_info.h: interface, RDMA device,
+// port, link layer, GIDs and the RoCE v2 GID index of each address family, ToS, PCI address,
+// NUMA node) and the NCCL/UCX settings derived from all of the pod's rails. Only for a pod
+// whose CNI_ARGS carry K8S_POD_UID, and unless podInfoDir is "". The inverse removes the
+// entry (the pod's last one, its directory).
+Status write_pod_info(Attachment& a, const cni::Result& ipam);
+Status remove_pod_info(Attachment& a, const nlohmann::json& step);
+
 // runtimeConfig.CNIDeviceInfoFile: merges pci-address, pf-pci-address and rdma-device
 // into the device-info-spec file, so network-status shows the pod's RDMA device. Best
 // effort, as Multus reads it: a failure is logged, never fails ADD.

@@ -133,6 +133,7 @@ new_node() {
     "link set dev $port mtu 1450 alias rdmanet-fault-$$-alias up" "netns add $pod" | ip -batch -
   printf '%s\n' "{\"cniVersion\": \"1.1.0\", \"name\": \"$net\", \"type\": \"rdmanet\"," \
     " \"device\": \"$port\", \"mtu\": 1400, \"mac\": \"02:00:0a:c9:00:99\", \"stateDir\": \"$run/state\"," \
+    " \"podInfoDir\": \"$run/pods\"," \
     " \"ipam\": {\"type\": \"rdmanet-ipam\", \"dataDir\": \"$run/ipam\"," \
     "   \"ranges\": [[{\"subnet\": \"10.201.0.0/24\"}]], \"routes\": [{\"dst\": \"10.202.0.0/16\"}]}}" \
     >"$run/conf.json"
@@ -147,7 +148,7 @@ plugin() {
   cmd=$1
   shift
   FAULT_RUN=$run CNI_COMMAND=$cmd CNI_CONTAINERID=ctr$$ CNI_NETNS=/run/netns/$pod \
-    CNI_IFNAME=$ifname CNI_PATH=$work/bin CNI_ARGS='' \
+    CNI_IFNAME=$ifname CNI_PATH=$work/bin CNI_ARGS="K8S_POD_UID=uid-$$" \
     "$@" "$rdmanet" <"$run/conf.json" >"$run/$cmd.out" 2>>"$run/err"
 }
 
@@ -190,9 +191,12 @@ verify() {
   for name in "$ifname" "rdmanet$port_index"; do
     if ip link show dev "$name" >/dev/null 2>&1; then problem "$name in the host"; fi
   done
-  # Lock files and the IPAM range index (a hint) may stay; nothing else may.
-  files=$(cd "$run" && find state ipam -type f ! -path 'state/locks/*.lock' \
-    ! -path "ipam/$net/lock" ! -path "ipam/$net/index/[0-9]*" | tr '\n' ' ')
+  # Lock files and the IPAM range index (a hint) may stay; nothing else may, and the pod's
+  # rails directory goes with its last rail.
+  files=$(cd "$run" && find state ipam pods -mindepth 1 ! -type d ! -path 'state/locks/*.lock' \
+    ! -path "ipam/$net/lock" ! -path "ipam/$net/index/[0-9]*" ! -path pods/.lock 2>/dev/null |
+    tr '\n' ' ')
+  [ ! -e "$run/pods/uid-$$" ] || files="$files pods/uid-$$"
   [ -z "$files" ] || problem "left behind: $files"
   [ -z "$(our_ipam "$run/ipam.pids")" ] || problem "IPAM plugin still running"
 }

@@ -106,6 +106,7 @@ json Rdmanet::conf(const json& extra, const std::string& version) {
             {"name", "rail0"},
             {"type", "rdmanet"},
             {"stateDir", dir_ + "/state"},
+            {"podInfoDir", dir_ + "/pods"},
             {"ipam",
              {{"type", "host-local"},
               {"dataDir", dir_ + "/ipam"},
@@ -124,7 +125,7 @@ std::string Rdmanet::cni_shell(const std::string& command, const std::string& co
   return "CNI_COMMAND=" + command + " CNI_CONTAINERID='" + container + "' CNI_NETNS='" + netns +
          "' CNI_IFNAME='" + ifname + "' CNI_PATH='" + dir_ +
          "/bin' CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-" + container +
-         "' " + dir_ + "/bin/rdmanet < " + input + " 2>" + input + ".err";
+         ";K8S_POD_UID=uid-" + container + "' " + dir_ + "/bin/rdmanet < " + input + " 2>" + input + ".err";
 }
 
 Output Rdmanet::cni(const std::string& command, const std::string& container,

@@ -1,0 +1,114 @@
+// The rail's entry in the pod's rails files, and taking it out again.
+#include <spdlog/spdlog.h>
+
+#include "base/files.h"
+#include "base/json_fields.h"
+#include "netns/ip_address.h"
+#include "netns/link.h"
+#include "netns/sysfs.h"
+#include "plugin/pod_info.h"
+#include "plugin/steps.h"
+
+namespace rdmanet::plugin {
+
+using nlohmann::json;
+
+namespace {
+
+// The NUMA node sysfs gives the PCI function (-1 where the platform has none).
+std::optional<int> numa_node(const std::string& sysfs_root, const std::string& pci) {
+  if (!netns::is_pci_address(pci)) {
+    return std::nullopt;
+  }
+  auto text = read_file(sysfs_root + "/bus/pci/devices/" + pci + "/numa_node", 64);
+  if (!text || !*text) {
+    return std::nullopt;
+  }
+  try {
+    return std::stoi(**text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The rail's RDMA device as the pod sees it: device, port, link layer, the GIDs of the pod
+// interface with their indexes and types, and the RoCE v2 GID index of each address family.
+json rdma_entry(Attachment& a) {
+  const RdmaReport& rdma = *a.rec().rdma;
+  json entry = {{"device", rdma.device},
+                {"port", rdma.port},
+                {"linkLayer", a.rdma().infiniband ? "InfiniBand" : "Ethernet"}};
+  json gids = json::array();
+  json indexes = json::object();
+  if (rdma.gids.is_object()) {
+    for (const auto& gid : rdma.gids.value("table", json::array())) {
+      if (gid.value("netdev", "") == a.rec().ifname) {
+        gids.push_back({{"index", gid.value("index", -1)},
+                        {"gid", gid.value("gid", "")},
+                        {"type", gid.value("type", "")}});
+      }
+    }
+    for (const auto& e : rdma.gids.value("addresses", json::array())) {
+      auto addr = netns::IpAddress::parse(e.value("address", ""));
+      const int index = e.value("index", -1);
+      if (addr && index >= 0) {
+        indexes.emplace(addr->is_v4() ? "ipv4" : "ipv6", index);
+      }
+    }
+  }
+  entry["gids"] = gids;
+  entry["gidIndex"] = indexes;
+  if (a.conf().roce_cm.tos) {
+    entry["tos"] = *a.conf().roce_cm.tos;
+  }
+  return entry;
+}
+
+}  // namespace
+
+Status write_pod_info(Attachment& a, const cni::Result& ipam) {
+  const std::string& root = a.conf().pod_info_dir;
+  const std::string& uid = a.call().args.k8s_pod_uid;
+  if (root.empty() || uid.empty()) {
+    return ok_status();
+  }
+  json rail = {{"interface", a.rec().ifname}, {"network", a.rec().network}};
+  json addresses = json::array();
+  for (const auto& ip : ipam.ips) {
+    addresses.push_back(ip.address);
+  }
+  rail["addresses"] = addresses;
+  if (a.rdma().active && a.rec().rdma && !a.rec().rdma->device.empty()) {
+    rail["rdma"] = rdma_entry(a);
+  }
+  if (!a.device().pci.empty()) {
+    rail["pciAddress"] = a.device().pci;
+    if (auto node = numa_node(a.conf().sysfs_root, a.device().pci); node) {
+      rail["numaNode"] = *node;
+    }
+  }
+  TRY(a.record(StepKind::kPodInfo, {{"root", root}, {"uid", uid}, {"interface", a.rec().ifname}}));
+  return PodInfoStore(root).put(uid, a.rec().ifname, rail);
+}
+
+Status remove_pod_info(Attachment& a, const json& step) {
+  std::string root;
+  std::string uid;
+  std::string ifname;
+  Fields f(step, "pod-info", ErrorKind::kState);
+  f.required_string("root", &root)
+      .required_string("uid", &uid)
+      .required_string("interface", &ifname);
+  TRY(f.status());
+  TRY(check_absolute_path(root, "pod-info.root", ErrorKind::kState));
+  if (!is_pod_uid(uid)) {
+    return Error(ErrorKind::kState, "pod-info.uid " + in_quotes(uid) + " is not a pod UID");
+  }
+  if (ifname != a.rec().ifname) {
+    return Error(ErrorKind::kState, "pod-info.interface " + in_quotes(ifname) +
+                                        " is not the record's (" + a.rec().ifname + ")");
+  }
+  return PodInfoStore(root).remove(uid, ifname);
+}
+
+}  // namespace rdmanet::plugin

@@ -1,0 +1,191 @@
+#include "plugin/pod_info.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/json_fields.h"
+#include "base/testing/temp_dir.h"
+
+namespace rdmanet::plugin {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// A RoCE rail as write_pod_info makes it.
+json roce_rail(const std::string& ifname, const std::string& device, const std::string& address,
+               int v4_index, std::optional<int> v6_index = std::nullopt) {
+  json rail = {{"interface", ifname},
+               {"network", "rail"},
+               {"addresses", {address}},
+               {"pciAddress", "0000:3b:00.2"},
+               {"numaNode", 1},
+               {"rdma",
+                {{"device", device},
+                 {"port", 1},
+                 {"linkLayer", "Ethernet"},
+                 {"gids", json::array()},
+                 {"gidIndex", {{"ipv4", v4_index}}}}}};
+  if (v6_index) {
+    rail["addresses"].push_back("fd00:56::2/64");
+    rail["rdma"]["gidIndex"]["ipv6"] = *v6_index;
+  }
+  return rail;
+}
+
+TEST(PodInfo, InterfaceNamesSortAsRailsAreNumbered) {
+  EXPECT_TRUE(ifname_less("net2", "net10"));
+  EXPECT_FALSE(ifname_less("net10", "net2"));
+  EXPECT_TRUE(ifname_less("net1", "net2"));
+  EXPECT_TRUE(ifname_less("eth0", "net1"));
+  EXPECT_TRUE(ifname_less("net1", "net1a"));
+  EXPECT_FALSE(ifname_less("net1", "net1"));
+  EXPECT_TRUE(ifname_less("rail2", "rail10x"));
+}
+
+TEST(PodInfo, OneGidIndexForEveryRailIsNcclIbGidIndex) {
+  auto env = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
+                       roce_rail("net2", "mlx5_3", "10.56.0.3/24", 3)});
+  EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_3:1");
+  EXPECT_EQ(env["UCX_NET_DEVICES"], "mlx5_0:1,mlx5_3:1");
+  EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=net1,net2");
+  EXPECT_EQ(env["NCCL_IB_GID_INDEX"], "3");
+  EXPECT_EQ(env.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(env["RDMANET_RAILS"], "2");
+  EXPECT_EQ(env["RDMANET_RAIL1_RDMA_DEVICE"], "mlx5_3");
+  EXPECT_EQ(env["RDMANET_RAIL1_GID_INDEX"], "3");
+  EXPECT_EQ(env["RDMANET_RAIL1_ADDRESS"], "10.56.0.3");
+  EXPECT_EQ(env["RDMANET_RAIL0_NUMA_NODE"], "1");
+  EXPECT_EQ(env["RDMANET_RAIL0_LINK_LAYER"], "Ethernet");
+}
+
+// A shared HCA gives each pod's GID another index: NCCL is told how to pick them instead.
+TEST(PodInfo, DifferentGidIndexesLetNcclPickByFamilyAndRange) {
+  auto one_subnet = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
+                              roce_rail("net2", "mlx5_0", "10.56.0.3/24", 5)});
+  EXPECT_EQ(one_subnet.count("NCCL_IB_GID_INDEX"), 0u);
+  EXPECT_EQ(one_subnet["NCCL_IB_ADDR_FAMILY"], "AF_INET");
+  EXPECT_EQ(one_subnet["NCCL_IB_ADDR_RANGE"], "10.56.0.0/24");
+
+  auto two_subnets = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
+                               roce_rail("net2", "mlx5_1", "10.57.0.2/24", 5)});
+  EXPECT_EQ(two_subnets["NCCL_IB_ADDR_FAMILY"], "AF_INET");
+  EXPECT_EQ(two_subnets.count("NCCL_IB_ADDR_RANGE"), 0u);
+
+  json v6_only = roce_rail("net1", "mlx5_0", "fd00:56::2/64", 0);
+  v6_only["addresses"] = {"fd00:56::2/64"};
+  v6_only["rdma"]["gidIndex"] = {{"ipv6", 2}};
+  json v6_other = v6_only;
+  v6_other["interface"] = "net2";
+  v6_other["addresses"] = {"fd00:56::3/64"};
+  v6_other["rdma"]["gidIndex"] = {{"ipv6", 4}};
+  auto v6 = rail_env({v6_only, v6_other});
+  EXPECT_EQ(v6["NCCL_IB_ADDR_FAMILY"], "AF_INET6");
+  EXPECT_EQ(v6["NCCL_IB_ADDR_RANGE"], "fd00:56::/64");
+  EXPECT_EQ(v6["RDMANET_RAIL0_GID_INDEX_IPV6"], "2");
+  EXPECT_EQ(v6["RDMANET_RAIL0_ADDRESS_IPV6"], "fd00:56::2");
+}
+
+TEST(PodInfo, InfinibandRailsNeedNoGidSettingsAndPlainRailsNoHca) {
+  json ib = roce_rail("net1", "mlx5_4", "10.58.0.2/24", 0);
+  ib["rdma"]["linkLayer"] = "InfiniBand";
+  ib["rdma"]["gidIndex"] = json::object();
+  json plain = {{"interface", "net2"}, {"network", "n"}, {"addresses", {"10.9.0.2/24"}}};
+  auto env = rail_env({ib, plain});
+  EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_4:1");
+  EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=net1,net2");
+  EXPECT_EQ(env.count("NCCL_IB_GID_INDEX"), 0u);
+  EXPECT_EQ(env.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(env.count("RDMANET_RAIL1_RDMA_DEVICE"), 0u);
+}
+
+TEST(PodInfo, TheDocumentListsRailsInInterfaceOrder) {
+  json doc = pod_document({roce_rail("net10", "mlx5_9", "10.56.0.10/24", 3),
+                           roce_rail("net2", "mlx5_1", "10.56.0.2/24", 3)},
+                          "uid-1");
+  ASSERT_EQ(doc["rails"].size(), 2u);
+  EXPECT_EQ(doc["rails"][0]["interface"], "net2");
+  EXPECT_EQ(doc["env"]["NCCL_IB_HCA"], "=mlx5_1:1,mlx5_9:1");
+  std::string env = env_file(doc);
+  EXPECT_NE(env.find("\nNCCL_IB_HCA==mlx5_1:1,mlx5_9:1\n"), std::string::npos) << env;
+}
+
+TEST(PodInfo, PodUidsAreCheckedBeforeTheyNameADirectory) {
+  EXPECT_TRUE(is_pod_uid("7c5a1f0e-5b3e-4c1a-9d2e-0123456789ab"));
+  for (const std::string& bad :
+       std::vector<std::string>{"", "..", "a/b", "x y", std::string(65, 'a'), "a%d"}) {
+    EXPECT_FALSE(is_pod_uid(bad)) << bad;
+  }
+}
+
+class PodInfoStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(tmp_.path().empty()); }
+  std::string root() const { return tmp_.path() + "/pods"; }
+  json read_doc(const std::string& uid) {
+    std::ifstream in(root() + "/" + uid + "/rails.json");
+    return parse_json(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  testutil::TempDir tmp_{"rdmanet-podinfo"};
+};
+
+// Eight rails of one pod attached at once (Multus runs them one after another, a runtime
+// may not): every entry is in the files afterwards; each DEL takes its own out, the last
+// one the pod's directory.
+TEST_F(PodInfoStoreTest, RailsAddedAtOnceAreAllListedAndTheLastDelRemovesThePod) {
+  PodInfoStore store(root());
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 8; ++k) {
+    threads.emplace_back([&store, k] {
+      std::string ifname = "net" + std::to_string(k + 1);
+      auto s = store.put("pod-a", ifname,
+                         roce_rail(ifname, "mlx5_" + std::to_string(k),
+                                   "10.56.0." + std::to_string(k + 2) + "/24", 3));
+      EXPECT_TRUE(s.ok()) << s.error().msg();
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  json doc = read_doc("pod-a");
+  ASSERT_EQ(doc["rails"].size(), 8u) << doc.dump();
+  EXPECT_EQ(doc["rails"][7]["interface"], "net8");
+  EXPECT_EQ(doc["env"]["NCCL_IB_HCA"],
+            "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+  struct stat st {};
+  ASSERT_EQ(::stat((root() + "/pod-a/rdma.env").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u) << "pods read it through a hostPath volume";
+
+  ASSERT_TRUE(store.remove("pod-a", "net4").ok());
+  doc = read_doc("pod-a");
+  ASSERT_EQ(doc["rails"].size(), 7u);
+  EXPECT_EQ(doc["env"]["NCCL_SOCKET_IFNAME"], "=net1,net2,net3,net5,net6,net7,net8");
+  ASSERT_TRUE(store.remove("pod-a", "net4").ok()) << "removing twice is fine";
+  for (int k : {1, 2, 3, 5, 6, 7, 8}) {
+    ASSERT_TRUE(store.remove("pod-a", "net" + std::to_string(k)).ok());
+  }
+  EXPECT_FALSE(fs::exists(root() + "/pod-a"));
+  EXPECT_TRUE(store.remove("gone", "net1").ok());
+}
+
+TEST_F(PodInfoStoreTest, AnUntrustedRootAndABadUidAreRefused) {
+  fs::create_directories(root());
+  fs::permissions(root(), fs::perms::all);  // 0777: anyone could plant files
+  auto put = PodInfoStore(root()).put("pod-a", "net1", roce_rail("net1", "d", "10.0.0.2/24", 1));
+  ASSERT_FALSE(put.ok());
+  EXPECT_NE(put.error().msg().find(root()), std::string::npos) << put.error().msg();
+  fs::permissions(root(), fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  auto bad = PodInfoStore(root()).put("../x", "net1", json::object());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind(), ErrorKind::kInvalidEnvironment);
+  EXPECT_NE(bad.error().msg().find("K8S_POD_UID"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rdmanet::plugin
