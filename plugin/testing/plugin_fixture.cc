@@ -125,7 +125,8 @@ std::string Rdmanet::cni_shell(const std::string& command, const std::string& co
   return "CNI_COMMAND=" + command + " CNI_CONTAINERID='" + container + "' CNI_NETNS='" + netns +
          "' CNI_IFNAME='" + ifname + "' CNI_PATH='" + dir_ +
          "/bin' CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-" + container +
-         ";K8S_POD_UID=uid-" + container + "' " + dir_ + "/bin/rdmanet < " + input + " 2>" + input + ".err";
+         ";K8S_POD_UID=uid-" + container + "' " + dir_ + "/bin/rdmanet < " + input + " 2>" + input +
+         ".err";
 }
 
 Output Rdmanet::cni(const std::string& command, const std::string& container,
