@@ -136,4 +136,60 @@ void FakeSysfs::aux(const std::string& parent, const std::string& id,
   fs::create_directory_symlink("../../../" + rel, root_ + "/bus/auxiliary/devices/" + id);
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hex2(int v) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%02x", v);
+  return buf;
+}
+
+}  // namespace
+
+EightGpuNode::EightGpuNode(std::string root) : root_(std::move(root)) {
+  for (int k = 0; k < 8; ++k) {
+    const int socket = k / 4;
+    const std::string domain = socket == 0 ? "00" : "80";
+    const int base = (socket == 0 ? 0x10 : 0x90) + (k % 4) * 0x10;
+    const std::string rc = "pci0000:" + domain;
+    const std::string rp = "0000:" + domain + ":0" + std::to_string(k % 4 + 1) + ".0";
+    const std::string up = "0000:" + hex2(base) + ":00.0";
+    const std::string down_gpu = "0000:" + hex2(base + 1) + ":00.0";
+    const std::string down_nic = "0000:" + hex2(base + 1) + ":01.0";
+    gpu_[k] = "0000:" + hex2(base + 2) + ":00.0";
+    nic_[k] = "0000:" + hex2(base + 3) + ":00.0";
+    const std::string sw = rc + "/" + rp + "/" + up;
+    function(sw + "/" + down_gpu + "/" + gpu_[k], "0x10de", "0x030200", socket);
+    function(sw + "/" + down_nic + "/" + nic_[k], "0x15b3", "0x020000", socket);
+    for (const std::string& bridge :
+         {rc + "/" + rp, sw, sw + "/" + down_gpu, sw + "/" + down_nic}) {
+      function(bridge, "0x1000", "0x060400", socket);
+    }
+    const std::string nic_dir = root_ + "/devices/" + sw + "/" + down_nic + "/" + nic_[k];
+    fs::create_directories(nic_dir + "/net/ens" + std::to_string(k) + "np0");
+    const std::string ib = root_ + "/class/infiniband/mlx5_" + std::to_string(k);
+    fs::create_directories(ib + "/ports/1");
+    std::ofstream(ib + "/ports/1/link_layer") << (k == 7 ? "InfiniBand\n" : "Ethernet\n");
+    fs::create_directory_symlink(fs::relative(nic_dir, ib), ib + "/device");
+  }
+  // A soft-RoCE device: no PCI function, not a NIC of this list.
+  fs::create_directories(root_ + "/class/infiniband/rxe0/ports/1");
+}
+
+void EightGpuNode::function(const std::string& path, const std::string& vendor,
+                            const std::string& cls, int numa) {
+  const std::string dir = root_ + "/devices/" + path;
+  fs::create_directories(dir);
+  std::ofstream(dir + "/vendor") << vendor << "\n";
+  std::ofstream(dir + "/class") << cls << "\n";
+  std::ofstream(dir + "/numa_node") << numa << "\n";
+  const std::string addr = fs::path(path).filename().string();
+  fs::create_directories(root_ + "/bus/pci/devices");
+  if (!fs::exists(root_ + "/bus/pci/devices/" + addr)) {
+    fs::create_directory_symlink("../../../devices/" + path, root_ + "/bus/pci/devices/" + addr);
+  }
+}
+
 }  // namespace rdmanet::netns::testing

@@ -91,4 +91,24 @@ T must(Expected<T> value) {
   return std::move(value).value();
 }
 
+// A test double: the sysfs of a 2-socket node with 8 GPUs and 8 RDMA NICs, GPU k and NIC k
+// below PCIe switch k (four switches per socket, each on a root port of the socket's root
+// complex), NIC k's RDMA device mlx5_k with netdev ens<k>np0 (mlx5_7 InfiniBand, the others
+// Ethernet), plus a soft-RoCE device without a PCI function. The build machines have no
+// such hardware; the layout is that of /sys/devices on HGX-class servers.
+class EightGpuNode {
+ public:
+  explicit EightGpuNode(std::string root);
+  std::string gpu(int k) const { return gpu_[k]; }
+  std::string nic(int k) const { return nic_[k]; }
+
+ private:
+  void function(const std::string& path, const std::string& vendor, const std::string& cls,
+                int numa);
+
+  std::string root_;
+  std::string gpu_[8];
+  std::string nic_[8];
+};
+
 }  // namespace rdmanet::netns::testing

@@ -2,7 +2,8 @@
 // NIC to a pod's network namespace. `rdmanet validate FILE...` checks configs;
 // `rdmanet rdma-netns-mode [shared|exclusive]` shows or sets the node's RDMA
 // netns mode (for operators and node preparation); `rdmanet state list|forget`
-// shows attachment records and drops those DEL cannot finish.
+// shows attachment records and drops those DEL cannot finish; `rdmanet topology` lists the
+// node's RDMA NICs with the GPUs nearest to each.
 #include <iostream>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "plugin/commands.h"
 #include "plugin/conf.h"
 #include "plugin/state_command.h"
+#include "plugin/topology_command.h"
 #include "rdma/nldev.h"
 
 namespace {
@@ -65,6 +67,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string(argv[1]) == "rdma-netns-mode") {
     return rdma_netns_mode(argc, argv);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "topology") {
+    return rdmanet::plugin::topology_main({argv + 2, argv + argc}, std::cout, std::cerr);
   }
   if (argc >= 2 && std::string(argv[1]) == "state") {
     return rdmanet::plugin::state_main({argv + 2, argv + argc}, std::cout, std::cerr);

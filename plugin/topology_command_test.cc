@@ -1,0 +1,67 @@
+#include "plugin/topology_command.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/testing/temp_dir.h"
+#include "netns/test_util.h"
+
+namespace rdmanet::plugin {
+namespace {
+
+using nlohmann::json;
+
+class TopologyCommand : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(tmp_.path().empty()); }
+  int run(const std::vector<std::string>& args) {
+    out_.str("");
+    err_.str("");
+    return topology_main(args, out_, err_);
+  }
+  testutil::TempDir tmp_{"rdmanet-topology-cmd"};
+  netns::testing::EightGpuNode node_{tmp_.path() + "/sys"};
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+// What an operator writing eight per-rail resources reads: NIC k with GPU k behind its
+// switch, as a table and as JSON.
+TEST_F(TopologyCommand, EachNicIsListedWithTheGpuBelowItsSwitch) {
+  ASSERT_EQ(run({"--sysfs-root", tmp_.path() + "/sys"}), 0) << err_.str();
+  std::string table = out_.str();
+  for (int k = 0; k < 8; ++k) {
+    std::string line = table.substr(table.find(node_.nic(k)));
+    line = line.substr(0, line.find('\n'));
+    EXPECT_NE(line.find("mlx5_" + std::to_string(k)), std::string::npos) << line;
+    EXPECT_NE(line.find(node_.gpu(k) + " (PIX)"), std::string::npos) << line;
+    EXPECT_EQ(line.find("(PHB)"), std::string::npos) << "only the nearest GPUs: " << line;
+  }
+
+  ASSERT_EQ(run({"--json", "--sysfs-root", tmp_.path() + "/sys"}), 0) << err_.str();
+  json doc = json::parse(out_.str());
+  ASSERT_EQ(doc["nics"].size(), 8u);
+  ASSERT_EQ(doc["gpus"].size(), 8u);
+  const json& nic3 = doc["nics"][3];
+  EXPECT_EQ(nic3["rdmaDevice"], "mlx5_3");
+  EXPECT_EQ(nic3["netdev"], "ens3np0");
+  EXPECT_EQ(nic3["numaNode"], 0);
+  EXPECT_EQ(nic3["linkLayer"], "Ethernet");
+  ASSERT_EQ(nic3["gpus"].size(), 8u);
+  EXPECT_EQ(nic3["gpus"][3]["pciAddress"], node_.gpu(3));
+  EXPECT_EQ(nic3["gpus"][3]["relation"], "PIX");
+  EXPECT_EQ(nic3["gpus"][0]["relation"], "PHB");
+  EXPECT_EQ(nic3["gpus"][4]["relation"], "SYS");
+}
+
+TEST_F(TopologyCommand, BadArgumentsAreAUsageError) {
+  EXPECT_EQ(run({"--bogus"}), 2);
+  EXPECT_NE(err_.str().find("usage: rdmanet topology"), std::string::npos);
+  EXPECT_EQ(run({"--sysfs-root", tmp_.path() + "/missing"}), 1);
+  EXPECT_NE(err_.str().find("missing"), std::string::npos) << err_.str();
+}
+
+}  // namespace
+}  // namespace rdmanet::plugin
