@@ -42,8 +42,8 @@ Expected<PciPlace> place_of(const fs::path& devices, const fs::path& dev) {
     parts.push_back(part.string());
   }
   if (parts.size() < 2 || parts.front().rfind("pci", 0) != 0 || parts.front() == "..") {
-    return Error(ErrorKind::kKernel, dev.string() + " is not under a PCI root complex (" +
-                                         real.string() + ")");
+    return Error(ErrorKind::kKernel,
+                 dev.string() + " is not under a PCI root complex (" + real.string() + ")");
   }
   PciPlace place;
   place.root_complex = parts.front();
@@ -133,8 +133,8 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
     topology.nics.push_back(std::move(nic));
   }
   if (ec && ec != std::errc::no_such_file_or_directory) {
-    return Error(ErrorKind::kIo, "read " + (root / "class/infiniband").string() + ": " +
-                                     ec.message());
+    return Error(ErrorKind::kIo,
+                 "read " + (root / "class/infiniband").string() + ": " + ec.message());
   }
   ec.clear();
   for (fs::directory_iterator it(root / "bus" / "pci" / "devices", ec), end; !ec && it != end;
@@ -150,8 +150,8 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
     topology.gpus.push_back({std::move(*place), vendor});
   }
   if (ec && ec != std::errc::no_such_file_or_directory) {
-    return Error(ErrorKind::kIo, "read " + (root / "bus/pci/devices").string() + ": " +
-                                     ec.message());
+    return Error(ErrorKind::kIo,
+                 "read " + (root / "bus/pci/devices").string() + ": " + ec.message());
   }
   sort_by_address(&topology.nics);
   sort_by_address(&topology.gpus);

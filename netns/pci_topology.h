@@ -13,10 +13,10 @@ namespace rdmanet::netns {
 // A PCI function and the PCIe path to it: the bridges from the root complex down, as in
 // /sys/devices/pci0000:17/0000:17:01.0/0000:18:00.0/0000:19:08.0/0000:1a:00.0.
 struct PciPlace {
-  std::string address;              // 0000:1a:00.0
-  std::string root_complex;         // pci0000:17
-  std::vector<std::string> bridges; // 0000:17:01.0 (root port), 0000:18:00.0, ... (upstream first)
-  int numa_node = -1;               // -1: the platform does not say
+  std::string address;               // 0000:1a:00.0
+  std::string root_complex;          // pci0000:17
+  std::vector<std::string> bridges;  // 0000:17:01.0 (root port), 0000:18:00.0, ... (upstream first)
+  int numa_node = -1;                // -1: the platform does not say
 };
 
 // How close two functions are, with nvidia-smi topo's names: through one PCIe switch
