@@ -114,6 +114,26 @@ Expected<std::string> Sysfs::pci_dir(const std::string& pci) const {
   return dir;
 }
 
+Expected<std::string> Sysfs::rdma_netdev(const std::string& rdma_device) const {
+  if (rdma_device.empty() || rdma_device == "." || rdma_device == ".." ||
+      rdma_device.find('/') != std::string::npos) {
+    return Error(ErrorKind::kInvalidConfig, "invalid RDMA device name " + in_quotes(rdma_device));
+  }
+  const fs::path dir = fs::path(root_) / "class" / "infiniband" / rdma_device;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    return Error(ErrorKind::kDeviceNotFound,
+                 "no RDMA device " + rdma_device + " in " + root_ + "/class/infiniband");
+  }
+  TRY_ASSIGN(auto names, list_dir(dir / "device" / "net", "RDMA device " + rdma_device));
+  if (names.size() != 1) {
+    return Error(ErrorKind::kDeviceNotFound,
+                 "RDMA device " + rdma_device + " has " + std::to_string(names.size()) +
+                     " netdevs under its parent device, need exactly 1");
+  }
+  return names.front();
+}
+
 Expected<bool> Sysfs::pci_device_exists(const std::string& pci) const {
   if (!is_pci_address(pci)) {
     return Error(ErrorKind::kInvalidConfig,

@@ -41,6 +41,10 @@ class Sysfs {
   Status rebind_pci_driver(const std::string& pci) const;
   // PF and VF index when pci is a VF; std::nullopt for a PF or a plain function.
   Expected<std::optional<VfInfo>> pci_vf(const std::string& pci) const;
+  // The single netdev of an RDMA device's parent device (<root>/class/infiniband/<dev>/device/
+  // net/), the PCI function (or auxiliary device) it belongs to; kDeviceNotFound when there
+  // is no such RDMA device, none (soft-RoCE has no parent device) or several.
+  Expected<std::string> rdma_netdev(const std::string& rdma_device) const;
   // The netdev names of an auxiliary device such as "mlx5_core.sf.2", sorted.
   Expected<std::vector<std::string>> aux_netdevs(const std::string& id) const;
   // The RDMA device names of a PCI function or auxiliary device, from its infiniband/

@@ -83,11 +83,13 @@ Expected<DeviceSelector> classify_id(const std::string& field, const std::string
 }
 
 Expected<DeviceSelector> select_device(const cni::NetConf& net, Fields& f) {
-  // Precedence: runtimeConfig.deviceID, deviceID, pciBusID, auxDeviceID, device, hwaddr.
+  // Precedence: runtimeConfig.deviceID, deviceID, pciBusID, auxDeviceID, rdmaDevice, device,
+  // hwaddr.
   if (!net.runtime.device_id.empty()) {
     return classify_id("runtimeConfig.deviceID", net.runtime.device_id);
   }
-  for (const char* name : {"deviceID", "pciBusID", "auxDeviceID", "device", "hwaddr"}) {
+  for (const char* name :
+       {"deviceID", "pciBusID", "auxDeviceID", "rdmaDevice", "device", "hwaddr"}) {
     const std::string key = name;
     std::string value;
     TRY(f.string(key, &value).status());
@@ -105,11 +107,18 @@ Expected<DeviceSelector> select_device(const cni::NetConf& net, Fields& f) {
     if (key == "auxDeviceID") {
       return DeviceSelector{DeviceSelector::Kind::kAuxiliary, value, key};
     }
+    if (key == "rdmaDevice") {
+      if (value == "." || value == ".." || value.find('/') != std::string::npos ||
+          value.size() > 64) {
+        return f.error(key, "\"" + value + "\" is not an RDMA device name");
+      }
+      return DeviceSelector{DeviceSelector::Kind::kRdma, value, key};
+    }
     return classify_id(key, value);
   }
   return Error(ErrorKind::kInvalidConfig,
                "no device selected: set one of runtimeConfig.deviceID, deviceID, pciBusID, "
-               "auxDeviceID, device or hwaddr");
+               "auxDeviceID, rdmaDevice, device or hwaddr");
 }
 
 // roce.dcb: {"policy": "verify"|"apply", "pfc": [3], "dscpPriority": {"26": 3}}.

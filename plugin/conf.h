@@ -31,7 +31,7 @@ inline constexpr Name<RdmaIsolation> kRdmaIsolationNames[] = {
 
 // How the device was named in the config, in the documented precedence.
 struct DeviceSelector {
-  enum class Kind { kPci, kAuxiliary, kName, kHwaddr } kind = Kind::kName;
+  enum class Kind { kPci, kAuxiliary, kRdma, kName, kHwaddr } kind = Kind::kName;
   std::string value;
   std::string field;  // the config key it came from, for messages
   std::string str() const { return field + "=" + value; }

@@ -98,13 +98,15 @@ TEST(LoadConf, DefaultsWithOnlyADevice) {
   EXPECT_EQ(c->ipam_timeout_seconds, 60);
 }
 
-// runtimeConfig.deviceID > deviceID > pciBusID > auxDeviceID > device > hwaddr: each step
+// runtimeConfig.deviceID > deviceID > pciBusID > auxDeviceID > rdmaDevice > device > hwaddr: each
+// step
 // removes the winner of the step before.
 TEST(LoadConf, DeviceSelectorPrecedence) {
   json doc = netconf({{"runtimeConfig", {{"deviceID", "0000:3b:00.1"}}},
                       {"deviceID", "0000:3b:00.2"},
                       {"pciBusID", "0000:3b:00.3"},
                       {"auxDeviceID", "mlx5_core.sf.4"},
+                      {"rdmaDevice", "mlx5_3"},
                       {"device", "ens1f0"},
                       {"hwaddr", "02:00:00:00:00:05"}});
   struct Step {
@@ -117,7 +119,8 @@ TEST(LoadConf, DeviceSelectorPrecedence) {
       {"runtimeConfig", Kind::kPci, "0000:3b:00.2", "deviceID"},
       {"deviceID", Kind::kPci, "0000:3b:00.3", "pciBusID"},
       {"pciBusID", Kind::kAuxiliary, "mlx5_core.sf.4", "auxDeviceID"},
-      {"auxDeviceID", Kind::kName, "ens1f0", "device"},
+      {"auxDeviceID", Kind::kRdma, "mlx5_3", "rdmaDevice"},
+      {"rdmaDevice", Kind::kName, "ens1f0", "device"},
       {"device", Kind::kHwaddr, "02:00:00:00:00:05", "hwaddr"},
   };
   for (const auto& step : steps) {
@@ -132,7 +135,9 @@ TEST(LoadConf, DeviceSelectorPrecedence) {
     EXPECT_EQ(c->device.str(), step.field + "=" + step.value);
   }
   doc.erase("hwaddr");
-  expect_refused({{"nothing selected", doc, 7, "no device selected"}});
+  expect_refused({{"nothing selected", doc, 7, "no device selected"},
+                  {"rdmaDevice climbing", netconf({{"rdmaDevice", "../mlx5_0"}}), 7, "rdmaDevice"},
+                  {"rdmaDevice ..", netconf({{"rdmaDevice", ".."}}), 7, "rdmaDevice"}});
 }
 
 // The id keys are classified by shape: a PCI address, or an auxiliary device id

@@ -10,6 +10,8 @@ std::string device_key(const DeviceSelector& selector) {
       return "pci-" + selector.value;  // validated: hex digits, ':' and '.'
     case DeviceSelector::Kind::kAuxiliary:
       return "aux-" + hex(selector.value);
+    case DeviceSelector::Kind::kRdma:
+      return "rdma-" + hex(selector.value);
     case DeviceSelector::Kind::kName:
       return "name-" + hex(selector.value);
     case DeviceSelector::Kind::kHwaddr: {
@@ -55,6 +57,10 @@ Expected<HostDevice> resolve(const DeviceSelector& selector, const netns::Sysfs&
       break;
     case DeviceSelector::Kind::kAuxiliary: {
       TRY_ASSIGN(name, aux_netdev(selector, sysfs));
+      break;
+    }
+    case DeviceSelector::Kind::kRdma: {
+      TRY_ASSIGN(name, sysfs.rdma_netdev(selector.value));
       break;
     }
     case DeviceSelector::Kind::kName:

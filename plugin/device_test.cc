@@ -43,6 +43,8 @@ TEST(DeviceKey, OneFileNameSafeKeyPerDevice) {
       {Kind::kName, "ens1f0", ""},
       {Kind::kName, "mlx5_core.sf.2", ""},
       {Kind::kName, "../../etc", ""},
+      {Kind::kRdma, "mlx5_0", ""},
+      {Kind::kRdma, "ens1f0", ""},
       {Kind::kHwaddr, "02:00:00:00:aa:01", ""},
       {Kind::kHwaddr, "02:00:00:00:aa:02", ""},
   };
@@ -192,6 +194,24 @@ TEST_F(ResolveDevice, AuxiliaryDeviceNeedsExactlyOneNetdev) {
                {"deviceID=mlx5_core.sf.4", "2 netdevs"});
   expect_error({Kind::kAuxiliary, "mlx5_core.sf.9", "auxDeviceID"}, 100,
                {"auxDeviceID=mlx5_core.sf.9", "not found"});
+}
+
+// A shared HCA named by its RDMA device (the name the node's RDMA tools and the topology
+// show), so one NAD serves nodes whose netdev names differ.
+TEST_F(ResolveDevice, RdmaDeviceToTheNetdevOfItsParent) {
+  links("ens1f0np0", "ens1f1np1");
+  pci("0000:3b:00.0", "mlx5_core", {"ens1f0np0"});
+  const std::string ib = root_ + "/class/infiniband/mlx5_0";
+  std::filesystem::create_directories(ib);
+  std::filesystem::create_directory_symlink("../../../devices/pci0000:3a/0000:3b:00.0",
+                                            ib + "/device");
+  auto dev = resolve({Kind::kRdma, "mlx5_0", "rdmaDevice"});
+  ASSERT_TRUE(dev.ok()) << dev.error().msg();
+  EXPECT_EQ(dev->link.name, "ens1f0np0");
+  expect_error({Kind::kRdma, "mlx5_9", "rdmaDevice"}, 100, {"rdmaDevice=mlx5_9", "no RDMA device"});
+  // soft-RoCE: no parent device, so no netdev to find this way.
+  std::filesystem::create_directories(root_ + "/class/infiniband/rxe0");
+  expect_error({Kind::kRdma, "rxe0", "rdmaDevice"}, 100, {"rxe0", "0 netdevs"});
 }
 
 TEST_F(ResolveDevice, ByName) {

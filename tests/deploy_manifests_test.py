@@ -155,9 +155,24 @@ for s in SCENARIOS:
         check(workers["replicas"] == 2, f"{s}: two workers")
         t = workers["template"]
         nets = json.loads(t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
-        for n in nets:
+        # One rail per GPU where the overlay has several: net1..netN, rail k on net<k+1>.
+        check(len(nets) == len(nads), f"{s}: worker attaches every rail of the overlay ({len(nads)})")
+        for k, n in enumerate(nets):
             check(n["name"] in nads, f"{s}: worker attaches NAD {n['name']} defined by the overlay")
-            check(n.get("interface") == "net1", f"{s}: RDMA interface is named net1")
+            check(n.get("interface") == f"net{k + 1}", f"{s}: rail {k} is named net{k + 1}")
+        if len(nets) > 1:
+            gpus = t["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu")
+            check(gpus == len(nets), f"{s}: {len(nets)} rails for {gpus} GPUs")
+        # rdma-env.sh reads what rdmanet wrote for this pod: the node's podInfoDir, this
+        # pod's directory only, read-only.
+        c0 = t["spec"]["containers"][0]
+        pod_vol = [v for v in t["spec"].get("volumes", []) if v.get("hostPath", {}).get("path") == "/run/rdmanet/pods"]
+        mounts = [m for m in c0.get("volumeMounts", []) if pod_vol and m["name"] == pod_vol[0]["name"]]
+        check(len(mounts) == 1 and mounts[0].get("subPathExpr") == "$(POD_UID)" and mounts[0].get("readOnly")
+              and mounts[0].get("mountPath") == "/run/rdmanet/pod",
+              f"{s}: worker mounts its own rdmanet pod directory read-only at /run/rdmanet/pod")
+        check(any(e.get("name") == "POD_UID" and e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.uid"
+                  for e in c0.get("env", [])), f"{s}: POD_UID comes from metadata.uid")
         c = t["spec"]["containers"][0]
         check("IPC_LOCK" in c.get("securityContext", {}).get("capabilities", {}).get("add", []), f"{s}: worker has IPC_LOCK")
         limits = c["resources"]["limits"]
@@ -166,8 +181,8 @@ for s in SCENARIOS:
         vols = json.dumps(t["spec"].get("volumes", []))
         check("/dev/infiniband" not in vols, f"{s}: no /dev/infiniband host mount")
         args = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
-        check("NCCL_SOCKET_IFNAME=net1" in args and "/etc/rdmanet/rdma-env.sh" in args,
-              f"{s}: mpirun exports NCCL_SOCKET_IFNAME=net1 and runs ranks through rdma-env.sh")
+        check("/etc/rdmanet/rdma-env.sh" in args and not any(a.startswith("NCCL_SOCKET_IFNAME=") for a in args),
+              f"{s}: mpirun runs ranks through rdma-env.sh, which sets NCCL_SOCKET_IFNAME from the rails")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
