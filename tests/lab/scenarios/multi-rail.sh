@@ -1,0 +1,107 @@
+#!/bin/sh
+# lab-kernel: 7.3
+# lab-cmdline:
+# Multi-rail pods: two pods with eight soft-RoCE rails each, as on 8-GPU nodes (net1..net8
+# over eight veth pairs, one NAD per rail: seven IPv4 subnets and one IPv6), attached through the CNI
+# protocol the way Multus does it, with the pods' K8S_POD_UID. Establishes: rdmanet's rails
+# file for each pod lists the four rails in order with each rail's RDMA device and RoCE v2
+# GID index, equal to what the pod itself sees; ibv_rc_pingpong runs on every rail with the
+# device and GID index the env file gives (the IPv6 rail with its IPv6 GID); each rail's
+# traffic leaves by its own interface; DEL of one rail takes its entry out, the last DEL the
+# pod's directory.
+set -eu
+. /lab/lib.sh
+export CNI_STATE=/run/rdmanet-state
+PODS=/run/rdmanet/pods
+
+lab_fact kernel "$(uname -r)"
+RAILS="0 1 2 3 4 5 6 7"
+V6=7  # the IPv6 rail
+rail_net() { # K POD_SIDE -> a rail config: IPv4 rails, one IPv6 rail
+    if [ "$1" -eq "$V6" ]; then range='{"subnet": "fd00:60:7::/64", "rangeStart": "fd00:60:7::10"}'
+    else range="{\"subnet\": \"10.60.$1.0/24\", \"rangeStart\": \"10.60.$1.10\"}"; fi
+    cat <<JSON
+{"cniVersion": "1.1.0", "name": "rail$1", "type": "rdmanet", "device": "$2",
+ "softRoce": true, "gidTimeout": 20, "stateDir": "$CNI_STATE", "podInfoDir": "$PODS",
+ "logFile": "$CNI_LOG", "logLevel": "info",
+ "ipam": {"type": "rdmanet-ipam", "dataDir": "$CNI_IPAM", "ranges": [[$range]]}}
+JSON
+}
+$IP netns add pod-a
+$IP netns add pod-b
+for k in $RAILS; do
+    $IP link add "ra$k" type veth peer name "rb$k"
+    rail_net "$k" "ra$k" > "/tmp/a$k.json"
+    rail_net "$k" "rb$k" > "/tmp/b$k.json"
+done
+# Multus attaches a pod's networks one after another, in annotation order.
+for side in a b; do
+    for k in $RAILS; do
+        POD_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=trainer-$side;K8S_POD_UID=uid-$side"
+        require "add-pod-$side-rail$k" sh -c ". /lab/lib.sh; POD_ARGS='$POD_ARGS' cni ADD pod-$side /tmp/$side$k.json net$((k + 1)) > /tmp/res-$side$k.json"
+    done
+done
+POD_ARGS=""
+show "pod-a's rdma.env, as rdmanet wrote it for the pod:"
+sed 's/^/DEMO|   /' "$PODS/uid-a/rdma.env"
+envval() { sed -n "s/^$2=//p" "$PODS/uid-$1/rdma.env"; }
+check rails-file-lists-eight sh -c "[ \"\$(sed -n 's/^RDMANET_RAILS=//p' $PODS/uid-a/rdma.env)\" = 8 ] &&
+    [ \"\$(sed -n 's/^NCCL_SOCKET_IFNAME=//p' $PODS/uid-a/rdma.env)\" = '=net1,net2,net3,net4,net5,net6,net7,net8' ] && echo 8 rails"
+
+# rx_counts: packets received so far on pod-b's net1..net8.
+rx_counts() {
+    for k in $RAILS; do nsx pod-b cat "/sys/class/net/net$((k + 1))/statistics/rx_packets"; done | tr '\n' ' '
+}
+own_interface() { # K BEFORE AFTER
+    set -- "$1" $2 $3
+    k=$1; shift
+    i=0
+    while [ $i -lt 8 ]; do
+        eval "b=\${$((i + 1))} a=\${$((i + 9))}"
+        d=$((a - b))
+        if [ $i -eq "$k" ]; then [ "$d" -ge 40 ] || { echo "net$((i + 1)) got only $d packets"; return 1; }
+        else [ "$d" -lt 10 ] || { echo "net$((i + 1)) got $d packets of rail $k's traffic"; return 1; }; fi
+        i=$((i + 1))
+    done
+    echo "only net$((k + 1)) carried it"
+}
+
+# Each rail: device and GID index from the env file; the same index the pod sees for its
+# address; pingpong with them.
+for k in $RAILS; do
+    i=$k
+    dev_a=$(envval a "RDMANET_RAIL${i}_RDMA_DEVICE")
+    dev_b=$(envval b "RDMANET_RAIL${i}_RDMA_DEVICE")
+    if [ "$k" -eq "$V6" ]; then
+        gi_a=$(envval a "RDMANET_RAIL${i}_GID_INDEX_IPV6")
+        gi_b=$(envval b "RDMANET_RAIL${i}_GID_INDEX_IPV6")
+        addr_a=$(envval a "RDMANET_RAIL${i}_ADDRESS_IPV6")
+        seen=$(nsx pod-a ibv_devinfo -v -d "$dev_a" 2>/dev/null | awk -v want="$addr_a," '/GID\[/ && index($0, want) && /RoCE v2/ {
+            sub(/.*GID\[ */, ""); sub(/\].*/, ""); print; exit }')
+    else
+        gi_a=$(envval a "RDMANET_RAIL${i}_GID_INDEX")
+        gi_b=$(envval b "RDMANET_RAIL${i}_GID_INDEX")
+        addr_a=$(envval a "RDMANET_RAIL${i}_ADDRESS")
+        seen=$(roce_v2_gid_index pod-a "$dev_a" "$addr_a")
+    fi
+    check "rail$k-env-matches-pod" sh -c "[ -n '$dev_a' ] && [ -n '$gi_a' ] && [ '$gi_a' = '$seen' ] &&
+        echo 'net$((k + 1)): $dev_a GID index $gi_a ($addr_a), the pod sees $seen'"
+    before=$(rx_counts)
+    check "rail$k-pingpong" pingpong pod-a "$dev_a" "${gi_a:-1}" pod-b "$dev_b" "${gi_b:-1}" "$addr_a" 20
+    lab_fact "rail${k}_pingpong" "$(sed -n 's/.* \([0-9.]*\) usec\/iter.*/\1 usec\/iter/p' /tmp/pp-client.log)"
+    # The rail's RDMA traffic (20 round trips) crossed its own interface; the others saw
+    # next to nothing meanwhile.
+    check "rail$k-own-interface" own_interface "$k" "$before" "$(rx_counts)"
+done
+
+# DEL of rail 2 (net3) of pod-a: its entry goes, the others stay.
+require del-rail2 cni DEL pod-a /tmp/a2.json net3
+check rails-file-after-del sh -c "[ \"\$(sed -n 's/^NCCL_SOCKET_IFNAME=//p' $PODS/uid-a/rdma.env)\" = '=net1,net2,net4,net5,net6,net7,net8' ] && echo net3 gone"
+for side in a b; do
+    for k in $RAILS; do
+        [ "$side$k" = a2 ] || cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))" > /dev/null
+    done
+done
+check pod-directories-gone sh -c "[ -z \"\$(ls $PODS)\" ] && echo empty"
+check nothing-left no_leftovers
+check no-rxe-left sh -c '[ -z "$(rdma link show)" ]'
