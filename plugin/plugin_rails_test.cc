@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -75,10 +76,8 @@ class Rails : public Rdmanet {
         << env;
   }
   void expect_rails_file(int first_n) {
-    std::vector<int> rails;
-    for (int k = 0; k < first_n; ++k) {
-      rails.push_back(k);
-    }
+    std::vector<int> rails(first_n);
+    std::iota(rails.begin(), rails.end(), 0);
     expect_rails_file(rails);
   }
 
@@ -112,6 +111,7 @@ class Rails : public Rdmanet {
     std::ofstream(dir + "/run.sh") << script.str();
     *unreachable = sh("sh " + dir + "/run.sh");
     std::vector<std::string> seen;
+    seen.reserve(n);
     for (int k = 0; k < n; ++k) {
       // "12:00:00.000000 IP 10.130.0.2 > 10.130.0.3: ICMP echo request, ..." -> "<src> > <dst>"
       seen.push_back(sh("awk '$2 == \"IP\" { sub(/:$/, \"\", $5); printf \"%s > %s \", $3, $5 }' " +
@@ -143,10 +143,8 @@ class Rails : public Rdmanet {
 };
 
 std::vector<int> all_rails() {
-  std::vector<int> rails;
-  for (int k = 0; k < kRails; ++k) {
-    rails.push_back(k);
-  }
+  std::vector<int> rails(kRails);
+  std::iota(rails.begin(), rails.end(), 0);
   return rails;
 }
 

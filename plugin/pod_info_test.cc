@@ -141,6 +141,7 @@ class PodInfoStoreTest : public ::testing::Test {
 TEST_F(PodInfoStoreTest, RailsAddedAtOnceAreAllListedAndTheLastDelRemovesThePod) {
   PodInfoStore store(root());
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int k = 0; k < 8; ++k) {
     threads.emplace_back([&store, k] {
       std::string ifname = "net" + std::to_string(k + 1);
