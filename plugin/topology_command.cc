@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kUsage = "usage: rdmanet topology [--json] [--sysfs-root DIR]\n";
+constexpr const char* kTopologyUsage = "usage: rdmanet topology [--json] [--sysfs-root DIR]\n";
 
 // The GPUs at the closest relation any GPU has to the NIC (PIX before PXB before PHB ...).
 std::vector<std::pair<const netns::Gpu*, PciRelation>> nearest_gpus(
@@ -106,7 +106,7 @@ int topology_main(const std::vector<std::string>& args, std::ostream& out, std::
     } else if (args[i] == "--sysfs-root" && i + 1 < args.size()) {
       sysfs_root = args[++i];
     } else {
-      err << kUsage;
+      err << kTopologyUsage;
       return 2;
     }
   }
