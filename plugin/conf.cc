@@ -186,7 +186,7 @@ Status parse_rdma(Fields& f, PluginConf* conf) {
   conf->gid_timeout_ms = gid_timeout * 1000;
   if (conf->rdma_isolation == RdmaIsolation::kRequired && conf->mode == Mode::kMacvlan &&
       !conf->soft_roce) {
-    return Error(ErrorKind::kInvalidConfig,
+    return Error(ErrorKind::kRdmaIsolation,
                  "rdmaIsolation: \"required\" cannot hold in macvlan mode: the pods share the "
                  "parent's RDMA device (use mode netdev with a VF, or softRoce)");
   }

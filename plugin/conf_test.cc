@@ -408,7 +408,7 @@ TEST(LoadConf, RdmaKeys) {
 
   expect_refused({
       {"rdmaIsolation strict", conf({{"rdmaIsolation", "strict"}}), 7, "rdmaIsolation"},
-      {"required in macvlan mode", conf({{"mode", "macvlan"}, {"rdmaIsolation", "required"}}), 7,
+      {"required in macvlan mode", conf({{"mode", "macvlan"}, {"rdmaIsolation", "required"}}), 105,
        "rdmaIsolation"},
       {"softRoce a string", conf({{"softRoce", "yes"}}), 7, "softRoce"},
       {"gidTimeout -1", conf({{"gidTimeout", -1}}), 7, "gidTimeout"},

@@ -52,7 +52,7 @@ TEST_F(Rdmanet, BadInputLeavesTheNodeUnchanged) {
       {"bad rdmaIsolation", pod, conf({{"device", port}, {"rdmaIsolation", "strict"}}), 7,
        "rdmaIsolation"},
       {"required in macvlan mode", pod,
-       conf({{"device", port}, {"mode", "macvlan"}, {"rdmaIsolation", "required"}}), 7,
+       conf({{"device", port}, {"mode", "macvlan"}, {"rdmaIsolation", "required"}}), 105,
        "rdmaIsolation"},
       {"gidTimeout too long", pod, conf({{"device", port}, {"gidTimeout", 1000}}), 7, "gidTimeout"},
       {"roce.tos too big", pod, conf({{"device", port}, {"roce", {{"tos", 300}}}}), 7, "roce.tos"},

@@ -150,6 +150,18 @@ for s in SCENARIOS:
     for d in work:
         for t in templates(d):
             check(not t["spec"].get("hostNetwork"), f"{s}: {d['kind']}/{d['metadata']['name']} does not use hostNetwork")
+    # The DaemonSet form of the NCCL test (shared-roce): the same worker pod rules.
+    for ds in [d for d in work if d["kind"] == "DaemonSet"]:
+        t = ds["spec"]["template"]
+        nets = json.loads(t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+        check(all(n["name"] in nads for n in nets), f"{s}: DaemonSet attaches NADs of the overlay")
+        c0 = t["spec"]["containers"][0]
+        check("IPC_LOCK" in c0.get("securityContext", {}).get("capabilities", {}).get("add", []),
+              f"{s}: DaemonSet worker has IPC_LOCK")
+        check(all(c0["resources"]["limits"].get(r) == 1 for r in resources), f"{s}: DaemonSet worker requests the rail")
+        check(any(m.get("subPathExpr") == "$(POD_UID)" and m.get("readOnly") for m in c0.get("volumeMounts", [])),
+              f"{s}: DaemonSet worker mounts its rdmanet pod directory read-only")
+        check("/dev/infiniband" not in json.dumps(t["spec"].get("volumes", [])), f"{s}: DaemonSet: no /dev/infiniband host mount")
     for j in jobs:
         workers = j["spec"]["mpiReplicaSpecs"]["Worker"]
         check(workers["replicas"] == 2, f"{s}: two workers")

@@ -53,9 +53,10 @@ DLOPENED="/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs
 ib_cm iw_cm rdma_cm rdma_ucm veth"
 # In the image but not loaded by /init: the PCI tier's NIC drivers (igb with its
-# VFs' igbvf, e1000e) and the state disk's virtio_blk + ext4. Its scenarios load them
+# VFs' igbvf, e1000e), the state disk's virtio_blk + ext4, and macvlan (the kernel asks
+# modprobe for it when a macvlan link is made). Scenarios load them
 # with modprobe (modules.dep below), so the other scenarios boot no slower.
-ON_DEMAND="igb igbvf e1000e virtio_blk ext4"
+ON_DEMAND="igb igbvf e1000e virtio_blk ext4 macvlan"
 
 # copy_file SRC ROOT: SRC to the same path under ROOT, dereferenced. The
 # merged-/usr symlinks in ROOT (lib -> usr/lib ...) make /lib/x/y land in usr/lib.
