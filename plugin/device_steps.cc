@@ -34,6 +34,35 @@ Status undo_earlier_add(Attachment& a) {
   return old.undo();
 }
 
+namespace {
+
+// The holder's device as a user knows it: its host name, and its PCI address when the
+// record of its move has one (a VF or PF selected by name or MAC).
+std::string held_device_label(const AttachmentRecord& holder) {
+  std::string label = holder.device_name;
+  const StepRecord* move = holder.step(StepKind::kNetdevMove);
+  if (move == nullptr || !move->data.is_object()) {
+    return label;
+  }
+  auto it = move->data.find("identity");
+  if (it == move->data.end() || !it->is_object()) {
+    return label;
+  }
+  auto field = [&](const char* key) {
+    auto f = it->find(key);
+    return f != it->end() && f->is_string() ? f->get<std::string>() : std::string();
+  };
+  std::string pci = field("parentDev");
+  bool looks_like_pci = !pci.empty() && pci.size() <= 16 &&
+                        pci.find_first_not_of("0123456789abcdef:.") == std::string::npos;
+  if (field("parentBus") == "pci" && looks_like_pci) {
+    label += " at PCI " + pci;
+  }
+  return label;
+}
+
+}  // namespace
+
 Status claim_device(Attachment& a) {
   if (a.rec().mode != Mode::kNetdev) {
     return ok_status();  // a macvlan parent is shared by design
@@ -50,12 +79,12 @@ Status claim_device(Attachment& a) {
   }
   auto ns = open_pod_netns(*other);
   if (ns && ns->has_value()) {
-    return Error(ErrorKind::kDeviceBusy, "device " + other->device_name + " (" +
+    return Error(ErrorKind::kDeviceBusy, "device " + held_device_label(*other) + " (" +
                                              a.conf().device.str() + ") is held by " +
                                              other->holder() + ", whose netns is alive");
   }
-  spdlog::warn("reclaiming device {} from {}: its netns {} is gone", key, holder->str(),
-               other->netns);
+  spdlog::warn("reclaiming device {} from {}: its netns {} is gone", held_device_label(*other),
+               other->holder(), other->netns);
   a.set_reclaimed();
   TRY_ASSIGN(auto dead, Attachment::for_undo(a.store().root(), std::move(*other), a.env(),
                                              a.ipam_timeout_seconds()));

@@ -7,7 +7,8 @@ set -eu
 build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
 test_pkgs="iproute2 iputils-ping tcpdump containernetworking-plugins binutils procps time podman runc busybox-static strace
-  python3 python3-yaml clang libclang-rt-14-dev etcd-server etcd-client openssl"
+  python3 python3-yaml clang libclang-rt-14-dev etcd-server etcd-client openssl
+  containerd python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc"
 
 case "${1:-all}" in
   build) pkgs="$build_pkgs" ;;
@@ -36,5 +37,13 @@ fi
 echo "deps.sh: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Packaged services (containerd, etcd) must not start: the tests run their own, with
+# private configs. A policy-rc.d that refuses every start does it, ours only if there
+# was none.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e $policy ]; then
+  printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy
+  trap 'rm -f $policy' EXIT
+fi
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -14,7 +14,8 @@
 #     loader by $CACHE/qemu/qemu-system-x86_64 (nothing installed on the host).
 #
 # Usage: fetch.sh [ALIAS...]      ALIAS: 7.3 (trixie-backports), 6.1 (bookworm),
-#                                 qemu (QEMU 10 from trixie); default: all of them
+#                                 qemu (QEMU 10 from trixie), cri-api (the CRI
+#                                 api.proto from trixie); default: all of them
 # Env:   RDMANET_LAB_CACHE        cache root (default /var/cache/rdmanet-lab)
 #        RDMANET_LAB_KVER73       7.3 package version suffix (default 7.3.4+deb13-amd64)
 #
@@ -157,9 +158,13 @@ extract() {
 # Its closure includes trixie's glibc: the tree's loader runs it with the tree's
 # libraries only. QEMU_MODULE_DIR keeps it from loading the host QEMU's modules
 # (which it refuses, then aborts); -L points at its own firmware.
-fetch_qemu() {
-    [ -f "$CACHE/qemu/.complete" ] && return 0
+# A private APT configuration for Debian 13 (trixie main), nothing installed in its
+# status file so that a download takes a package's whole closure.
+trixie_updated=0
+setup_trixie_apt() {
     apt=$CACHE/apt-trixie
+    [ "$trixie_updated" -eq 0 ] || return 0
+    setup_private_apt
     mkdir -p "$apt/state/lists/partial" "$apt/cache/archives/partial" "$apt/etc/preferences.d" \
         "$apt/etc/sources.list.d"
     echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie main" \
@@ -169,6 +174,12 @@ fetch_qemu() {
     echo 'APT::Install-Recommends "false";' >> "$apt/apt.conf"
     log "updating the private trixie index from $MIRROR"
     APT_CONFIG=$apt/apt.conf apt-get update -q >&2 || die "apt-get update (trixie) failed"
+    trixie_updated=1
+}
+
+fetch_qemu() {
+    [ -f "$CACHE/qemu/.complete" ] && return 0
+    setup_trixie_apt
     rm -f "$apt/cache/archives/"*.deb
     t0=$(date +%s)
     APT_CONFIG=$apt/apt.conf apt-get install --download-only -y -qq qemu-system-x86 >&2 \
@@ -199,12 +210,32 @@ LAUNCH
     log "QEMU $version ready in $CACHE/qemu ($(( $(date +%s) - t0 ))s)"
 }
 
+# --- the CRI API from Debian 13 --------------------------------------------------------
+# The CRI tier (tests/cri) drives containerd over CRI v1; Debian 12 packages no
+# api.proto, Debian 13's golang-github-kubernetes-cri-api-dev does. Only that file is
+# kept, as $CACHE/cri-api/api.proto (never copied into the repo).
+fetch_cri_api() {
+    [ -f "$CACHE/cri-api/.complete" ] && return 0
+    setup_trixie_apt
+    tmp=$(mktemp -d "$CACHE/tmp.XXXXXX")
+    ( cd "$tmp" && APT_CONFIG=$apt/apt.conf apt-get download -q golang-github-kubernetes-cri-api-dev >&2 ) \
+        || die "cannot download golang-github-kubernetes-cri-api-dev from trixie"
+    dpkg -x "$tmp"/*.deb "$tmp/root"
+    proto=$(find "$tmp/root" -path '*/cri-api/pkg/apis/runtime/v1/api.proto' | head -n1)
+    [ -n "$proto" ] || die "no runtime/v1/api.proto in golang-github-kubernetes-cri-api-dev"
+    rm -rf "$CACHE/cri-api"; mkdir -p "$CACHE/cri-api"
+    cp "$proto" "$CACHE/cri-api/api.proto"
+    dpkg-deb -f "$tmp"/*.deb Version > "$CACHE/cri-api/version"
+    rm -rf "$tmp"
+    touch "$CACHE/cri-api/.complete"
+    log "CRI api.proto $(cat "$CACHE/cri-api/version") ready in $CACHE/cri-api"
+}
+
 fetch_alias() {
-    if [ "$1" = qemu ]; then
-        setup_private_apt
-        fetch_qemu
-        return 0
-    fi
+    case "$1" in
+        qemu) fetch_qemu; return 0 ;;
+        cri-api) fetch_cri_api; return 0 ;;
+    esac
     [ -f "$CACHE/kernels/$1/.complete" ] && return 0
     private_apt_update
     case "$1" in
@@ -217,7 +248,7 @@ fetch_alias() {
                 | sed -n 's/^Depends: *\(linux-image-[^ ,]*\).*/\1/p' | head -n1)
             [ -n "$real" ] || die "cannot resolve linux-image-amd64 in bookworm"
             extract 6.1 "$real/bookworm" ;;
-        *) die "unknown alias '$1' (known: 7.3 6.1 qemu)" ;;
+        *) die "unknown alias '$1' (known: 7.3 6.1 qemu cri-api)" ;;
     esac
 }
 
@@ -225,5 +256,5 @@ mkdir -p "$CACHE"
 # One fetch at a time (two ctest jobs might start together).
 exec 9>"$CACHE/.fetch.lock"
 flock 9
-[ $# -gt 0 ] || set -- 7.3 6.1 qemu
+[ $# -gt 0 ] || set -- 7.3 6.1 qemu cri-api
 for a in "$@"; do fetch_alias "$a"; done

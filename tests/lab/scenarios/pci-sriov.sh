@@ -201,7 +201,7 @@ busy_case() {
     POD_ARGS=
     if cni ADD b2 /tmp/b2.json > /tmp/res.json; then echo "the second ADD succeeded"; return 1; fi
     _msg=$(json_str msg /tmp/res.json)
-    [ "$(json_num code /tmp/res.json)" = 101 ] && echo "$_msg" | grep -q "device $_name .*pod team-a/trainer-0" ||
+    [ "$(json_num code /tmp/res.json)" = 101 ] && echo "$_msg" | grep -q "device $_name at PCI $VF13 .*pod team-a/trainer-0" ||
         { echo "not 101 naming $_name and the pod: $(cat /tmp/res.json)"; return 1; }
     echo "101: $_msg"
 }
