@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -71,12 +72,17 @@ struct Exit {
 
 // Spawns `binary`, feeds it `input`, collects stdout/stderr until it exits or
 // the deadline passes (then it and its process group are killed).
-Expected<Exit> run(const std::string& binary, const std::vector<std::string>& envv,
-                   const std::string& input, std::chrono::milliseconds timeout) {
+Expected<Exit> run(const std::string& binary, const std::vector<std::string>& args,
+                   const std::vector<std::string>& envv, const std::string& input,
+                   std::chrono::milliseconds timeout) {
   TRY_ASSIGN(Pipe in, make_pipe());
   TRY_ASSIGN(Pipe out, make_pipe());
   TRY_ASSIGN(Pipe err, make_pipe());
-  std::vector<char*> argv = {const_cast<char*>(binary.c_str()), nullptr};
+  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
+  for (const auto& a : args) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
   std::vector<char*> envp;
   envp.reserve(envv.size() + 1);
   for (const auto& e : envv) {
@@ -243,7 +249,8 @@ Expected<std::string> find_plugin(const std::string& type, const std::string& cn
 Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
                                   const std::string& stdin_text, const DelegateOptions& options) {
   TRY_ASSIGN(std::string binary, find_plugin(type, env.path));
-  TRY_ASSIGN(Exit exit, run(binary, child_environment(command, env), stdin_text, options.timeout));
+  TRY_ASSIGN(Exit exit,
+             run(binary, {}, child_environment(command, env), stdin_text, options.timeout));
   const std::string who = std::string(name_of(kCommandNames, command)) + " via " + type;
   if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
     return std::move(exit.out);
@@ -265,6 +272,26 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
                         : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
   std::string said = tail(exit.err.empty() ? exit.out : exit.err);
   return Error(ErrorKind::kDelegate, who + " " + how + (said.empty() ? "" : ": " + said));
+}
+
+Expected<std::string> exec_program(const std::string& binary, const std::vector<std::string>& args,
+                                   const std::string& stdin_text,
+                                   std::chrono::milliseconds timeout) {
+  std::vector<std::string> envv;
+  for (const char* keep : {"PATH", "LANG", "TZ"}) {
+    if (const char* v = ::getenv(keep)) {
+      envv.push_back(std::string(keep) + "=" + v);
+    }
+  }
+  TRY_ASSIGN(Exit exit, run(binary, args, envv, stdin_text, timeout));
+  if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
+    return std::move(exit.out);
+  }
+  std::string how = WIFEXITED(exit.status)
+                        ? "exited with status " + std::to_string(WEXITSTATUS(exit.status))
+                        : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
+  std::string said = tail(exit.err.empty() ? exit.out : exit.err);
+  return Error(ErrorKind::kDelegate, binary + " " + how + (said.empty() ? "" : ": " + said));
 }
 
 Expected<Result> delegate_add(const std::string& type, const Environment& env,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "cni/env.h"
@@ -25,6 +26,13 @@ Expected<std::string> find_plugin(const std::string& type, const std::string& cn
 Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
                                   const std::string& stdin_text,
                                   const DelegateOptions& options = {});
+
+// Runs a program that is not a CNI call (`rdmanet-ipam reconcile`): its stdout when it
+// exits 0, else an error with the end of what it said. Same child rules as a plugin:
+// killed on timeout, and with the caller.
+Expected<std::string> exec_program(const std::string& binary, const std::vector<std::string>& args,
+                                   const std::string& stdin_text,
+                                   std::chrono::milliseconds timeout);
 
 // ADD through a delegate, decoding its result (which is in `cni_version`).
 Expected<Result> delegate_add(const std::string& type, const Environment& env,

@@ -414,26 +414,81 @@ Expected<std::vector<IpAddr>> Allocator::release_leases(
   return released;
 }
 
-Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
-  auto reclaim = [&](const Lease& lease, const Record* listed) -> const char* {
-    if (std::find(keep.begin(), keep.end(), lease.ip) != keep.end()) {
-      return nullptr;
-    }
-    if (!lease.readable) {
-      return "unreadable";
-    }
-    if (listed == nullptr) {
-      return "orphan (not listed by its attachment)";
-    }
-    if (!lease.netns.empty() && !netns_exists_(lease.netns)) {
-      return "stale (netns gone)";
-    }
+const char* Allocator::reclaim_reason(const Lease& lease, const Record* listed,
+                                      const std::vector<IpAddr>& keep) const {
+  if (std::find(keep.begin(), keep.end(), lease.ip) != keep.end()) {
     return nullptr;
+  }
+  if (!lease.readable) {
+    return "unreadable";
+  }
+  if (listed == nullptr) {
+    return "orphan (not listed by its attachment)";
+  }
+  if (!lease.netns.empty() && !netns_exists_(lease.netns)) {
+    return "stale (netns gone)";
+  }
+  return nullptr;
+}
+
+Status Allocator::sweep(Store& store, const std::vector<IpAddr>& keep) {
+  auto reclaim = [&](const Lease& lease, const Record* listed) {
+    return reclaim_reason(lease, listed, keep);
   };
   // Records left without a lease (stale attachments, DEL residue) go too.
   auto leaseless = [](const Record&, bool holds) { return !holds; };
   TRY(release_leases(store, reclaim, leaseless));
   return ok_status();
+}
+
+Expected<Allocator::Reconciled> Allocator::reconcile(const std::vector<Owner>& keep) {
+  TRY_ASSIGN(Store store, open_store());
+  Reconciled out;
+  std::vector<size_t> used(pools_.size(), 0);
+  auto kept = [&](const Owner& o) {
+    return std::any_of(keep.begin(), keep.end(), [&](const Owner& k) {
+      return k.container_id == o.container_id && k.ifname == o.ifname;
+    });
+  };
+  auto reclaim = [&](const Lease& lease, const Record* listed) {
+    const char* why =
+        lease.readable && kept(lease.owner) ? nullptr : reclaim_reason(lease, listed, {});
+    if (why != nullptr) {
+      ++out.released[why];
+    } else if (auto set = set_of(lease.ip)) {
+      ++used[*set];
+    }
+    return why;
+  };
+  auto leaseless = [&](const Record& r, bool holds) { return !holds && !kept(r.owner); };
+  TRY_ASSIGN(auto released, release_leases(store, reclaim, leaseless));
+  std::vector<size_t> blocks(pools_.size(), 0);
+  if (blocks_) {
+    blocks_->released(store, released, true);
+    // Blocks given back are no longer the node's; each held block is a range of its set.
+    TRY_ASSIGN(auto held, blocks_->held(store));
+    pools_.clear();
+    blocks.assign(held.size(), 0);
+    for (size_t set = 0; set < held.size(); ++set) {
+      blocks[set] = held[set].ranges.size();
+      pools_.emplace_back(held[set], config_.exclude);
+    }
+    index_.reset(&pools_);
+  }
+  for (size_t set = 0; set < pools_.size(); ++set) {
+    const Pool& pool = pools_[set];
+    PoolUsage usage;
+    usage.where = pool.where();
+    usage.description = pool.description();
+    // Reserved addresses are counted where there is a bitmap; a larger pool's few
+    // reserved ones do not show at its size.
+    u128 usable = pool.has_bitmap() ? pool.size() - pool.reserved_mask().count() : pool.size();
+    usage.size = static_cast<double>(usable);
+    usage.used = used[set];
+    usage.blocks = blocks[set];
+    out.pools.push_back(std::move(usage));
+  }
+  return out;
 }
 
 Status Allocator::gc(const std::vector<Owner>& valid) {

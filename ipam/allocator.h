@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,10 +82,29 @@ class Allocator {
   // kNotAvailable when some range set has no free address even after a sweep.
   Status status();
 
+  // What the node agent asks each round: the reclaim rule applied to every lease (what a
+  // sweep does when a pool is full), and how full each range set is afterwards.
+  struct PoolUsage {
+    std::string where;        // "ipam.ranges[0]"
+    std::string description;  // its ranges
+    double size = 0;          // addresses it can hand out (reserved ones left out)
+    size_t used = 0;
+    size_t blocks = 0;  // cluster mode: the node's blocks in it
+  };
+  struct Reconciled {
+    std::map<std::string, size_t> released;  // by reason
+    std::vector<PoolUsage> pools;
+  };
+  // The leases of `keep` stay whatever the rule says.
+  Expected<Reconciled> reconcile(const std::vector<Owner>& keep = {});
+
  private:
   Expected<Store> open_store();
   // Applies the reclaim rule to every lease but those in `keep`.
   Status sweep(Store& store, const std::vector<IpAddr>& keep);
+  // The reclaim rule: why a lease goes (nullptr: it stays).
+  const char* reclaim_reason(const Lease& lease, const Record* listed,
+                             const std::vector<IpAddr>& keep) const;
   // The one bulk release, for the sweep and GC (which read every lease anyway):
   // releases each lease `why` gives a reason for (logged with it; `listed` is the
   // record of the lease's attachment if that record lists it), then each record

@@ -257,6 +257,36 @@ TEST_F(AllocatorTest, StaleNetnsIsReclaimedWhenThePoolRunsShort) {
   EXPECT_EQ(strs(a.add(who("c0", "/ns/pod0"), {})), std::vector<std::string>{"10.1.0.2"});
 }
 
+TEST_F(AllocatorTest, ReconcileReclaimsStaleLeasesButThoseKeptAndCountsUsage) {
+  auto a = make(R"({"ranges":[[{"subnet":"10.1.0.0/29"}],[{"subnet":"fd01::/125"}]]})");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(a.add(who("c" + std::to_string(i), "/ns/pod" + std::to_string(i)), {}));
+  }
+  gone_.insert("/ns/pod1");
+  gone_.insert("/ns/pod2");
+  // pod2's attachment is still the main plugin's (it tears it down after its grace).
+  auto r = a.reconcile({{"c2", "eth0"}});
+  ASSERT_TRUE(r) << r.error().msg();
+  EXPECT_EQ(r->released, (std::map<std::string, size_t>{{"stale (netns gone)", 2}}));
+  ASSERT_EQ(r->pools.size(), 2U);
+  EXPECT_EQ(r->pools[0].where, "ipam.ranges[0]");
+  EXPECT_EQ(r->pools[0].size, 5);  // .2-.6: the gateway, network and broadcast are not
+  EXPECT_EQ(r->pools[0].used, 2U);
+  EXPECT_EQ(r->pools[1].size, 6);  // ::2-::7 (::1 is the gateway, ::0 the subnet router)
+  EXPECT_EQ(r->pools[1].used, 2U);
+  EXPECT_FALSE(a.check({"c1", "eth0"}));
+  EXPECT_TRUE(a.check({"c2", "eth0"}));
+  // Without the keep, the next round takes pod2's too; nothing else changes after that.
+  r = a.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->released.at("stale (netns gone)"), 2U);
+  EXPECT_EQ(r->pools[0].used, 1U);
+  r = a.reconcile();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->released.empty());
+  EXPECT_EQ(lease_files(), 2U);
+}
+
 TEST_F(AllocatorTest, OrphanLeasesFromACrashedAddAreReclaimedOrAdopted) {
   auto a = make();
   ASSERT_TRUE(a.add(who("c1"), {}));

@@ -1,7 +1,9 @@
 #include "ipam/cluster_admin.h"
 
 #include <algorithm>
+#include <set>
 
+#include "ipam/etcd.h"
 #include "ipam/etcd_layout.h"
 
 namespace rdmanet::ipam {
@@ -45,6 +47,31 @@ Expected<std::vector<Prefix>> reclaim_node_blocks(const IpamConfig& config,
       if (each) {
         each(o.block);
       }
+    }
+  }
+  return out;
+}
+
+Status heartbeat(const ClusterConfig& cluster, const std::string& node, int ttl_seconds,
+                 EtcdClient& etcd) {
+  TRY_ASSIGN(int64_t lease, etcd.lease_grant(ttl_seconds));
+  return etcd.put_with_lease(agents_prefix(cluster) + node, agent_value(node), lease);
+}
+
+Expected<std::map<std::string, size_t>> silent_block_owners(const IpamConfig& config,
+                                                            const std::string& network,
+                                                            KvStore& etcd) {
+  std::string agents = agents_prefix(*config.cluster);
+  TRY_ASSIGN(auto beating, etcd.range(agents, prefix_end(agents)));
+  std::set<std::string> alive;
+  for (const auto& kv : beating) {
+    alive.insert(kv.key.substr(agents.size()));
+  }
+  TRY_ASSIGN(auto owners, list_block_owners(config, network, etcd));
+  std::map<std::string, size_t> out;
+  for (const auto& o : owners) {
+    if (!o.node.empty() && alive.count(o.node) == 0) {
+      ++out[o.node];
     }
   }
   return out;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,19 @@ Expected<std::vector<BlockOwner>> list_block_owners(const IpamConfig& config,
 Expected<std::vector<Prefix>> reclaim_node_blocks(
     const IpamConfig& config, const std::string& network, const std::string& node, KvStore& etcd,
     const std::function<void(const Prefix&)>& each = {});
+
+// The node agent's heartbeat: <prefix>/.agents/<node>, attached to a fresh lease of
+// `ttl_seconds` each time (the old one expires on its own). A node whose agent stops is
+// gone from there `ttl_seconds` later.
+class EtcdClient;
+Status heartbeat(const ClusterConfig& cluster, const std::string& node, int ttl_seconds,
+                 EtcdClient& etcd);
+
+// The owners of `network`'s blocks that have no heartbeat, with how many blocks each holds.
+// Only the report: their blocks come back through reclaim_node_blocks alone, since a node
+// cut off from etcd still hands out addresses from the blocks it holds.
+Expected<std::map<std::string, size_t>> silent_block_owners(const IpamConfig& config,
+                                                            const std::string& network,
+                                                            KvStore& etcd);
 
 }  // namespace rdmanet::ipam

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -151,6 +152,32 @@ Expected<TxnResult> EtcdClient::txn(const std::vector<Compare>& compare,
   }
   TRY_ASSIGN(std::string body, call("/v3/kv/txn", req.dump()));
   return decode_txn_response(body);
+}
+
+Expected<int64_t> EtcdClient::lease_grant(int ttl_seconds) {
+  json req = {{"TTL", std::to_string(ttl_seconds)}};
+  TRY_ASSIGN(std::string body, call("/v3/lease/grant", req.dump()));
+  json doc = parse_json(body);
+  // 64-bit numbers come as strings from the gateway.
+  const json id = doc.is_object() ? doc.value("ID", json()) : json();
+  if (!id.is_string() || id.get<std::string>().empty()) {
+    return Error(ErrorKind::kIo, "etcd answered a lease grant without an ID");
+  }
+  char* end = nullptr;
+  long long n = std::strtoll(id.get<std::string>().c_str(), &end, 10);
+  if (*end != '\0' || n <= 0) {
+    return Error(ErrorKind::kIo,
+                 "etcd answered a lease grant with ID \"" + id.get<std::string>() + "\"");
+  }
+  return static_cast<int64_t>(n);
+}
+
+Status EtcdClient::put_with_lease(const std::string& key, const std::string& value, int64_t lease) {
+  json req = {{"key", base64_encode(key)},
+              {"value", base64_encode(value)},
+              {"lease", std::to_string(lease)}};
+  TRY(call("/v3/kv/put", req.dump()));
+  return ok_status();
 }
 
 namespace {

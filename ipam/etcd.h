@@ -35,6 +35,11 @@ class EtcdClient final : public KvStore {
                                         const std::string& range_end) override;
   Expected<TxnResult> txn(const std::vector<Compare>& compare,
                           const std::vector<Op>& success) override;
+  // A lease of `ttl_seconds` (POST /v3/lease/grant): its ID.
+  Expected<int64_t> lease_grant(int ttl_seconds);
+  // Puts key = value attached to `lease` (POST /v3/kv/put); the key goes when the lease
+  // expires.
+  Status put_with_lease(const std::string& key, const std::string& value, int64_t lease);
 
  private:
   // POSTs `body` to `path` on the members in turn until one answers 200; its body.

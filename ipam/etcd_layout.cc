@@ -31,6 +31,12 @@ std::string network_prefix(const ClusterConfig& c, const std::string& network) {
   return p + network + "/";
 }
 
+std::string agents_prefix(const ClusterConfig& c) { return c.prefix + "/.agents/"; }
+
+std::string agent_value(const std::string& node) {
+  return json{{"node", node}, {"at", now_rfc3339()}}.dump();
+}
+
 std::string blocks_prefix(const ClusterConfig& c, const std::string& network) {
   return network_prefix(c, network) + "blocks/";
 }

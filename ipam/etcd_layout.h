@@ -2,6 +2,8 @@
 //
 //   <prefix>/<network>/blocks/<block, "/" as "_">  {"node": ..., "claimedAt": <RFC 3339>}
 //   <prefix>/<network>/blockSizes                  {"v4": 26, "v6": 120}, by the first claim
+//   <prefix>/.agents/<node>                        {"node": ..., "at": <RFC 3339>}, with a
+//                                                  lease: the node agent's heartbeat
 //
 // and the network's blocks as a range of its keys shows them.
 #pragma once
@@ -19,6 +21,11 @@
 #include "ipam/kv_store.h"
 
 namespace rdmanet::ipam {
+
+// "<prefix>/.agents/": the node agents' heartbeats (no network name starts with a dot).
+std::string agents_prefix(const ClusterConfig& c);
+// The value of `node`'s heartbeat now.
+std::string agent_value(const std::string& node);
 
 // "<prefix>/<network>/": every key of the network starts with it.
 std::string network_prefix(const ClusterConfig& c, const std::string& network);

@@ -3,14 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "base/hex.h"
 #include "base/json_fields.h"
+#include "cni/log.h"
 #include "cni/skel.h"
 #include "cni/validate.h"
 #include "ipam/allocator.h"
@@ -129,6 +132,127 @@ Status cmd_status(const cni::Call& call) {
   return net->status();
 }
 
+// A network config (or conflist) from a file, as a NAD carries it: its name and its
+// rdmanet-ipam section. "-" reads standard input.
+struct NetworkFile {
+  std::string network;
+  nlohmann::json ipam;
+  nlohmann::json doc;  // the whole file
+};
+
+Expected<NetworkFile> read_network_file(const std::string& path) {
+  // Not base read_file: an operator may well pass a symlink or a pipe, as in
+  // `rdmanet-ipam cluster blocks <(kubectl get net-attach-def ...)`.
+  std::stringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path);
+    text << in.rdbuf();
+    if (!in) {
+      return Error(ErrorKind::kInvalidConfig, path + ": not a readable JSON network config");
+    }
+  }
+  auto doc = parse_json(text.str());
+  if (!doc.is_object()) {
+    return Error(ErrorKind::kInvalidConfig, path + ": not a readable JSON network config");
+  }
+  auto string_at = [](const nlohmann::json& obj, const char* key) {
+    return obj.is_object() && obj.contains(key) && obj[key].is_string()
+               ? obj[key].get<std::string>()
+               : std::string();
+  };
+  NetworkFile out{string_at(doc, "name"), doc.value("ipam", nlohmann::json()), doc};
+  if (doc.contains("plugins") && doc["plugins"].is_array()) {
+    for (const auto& p : doc["plugins"]) {
+      if (p.is_object() && p.contains("ipam") && string_at(p["ipam"], "type") == "rdmanet-ipam") {
+        out.ipam = p["ipam"];
+        break;
+      }
+    }
+  }
+  if (out.network.empty()) {
+    return Error(ErrorKind::kInvalidConfig, path + ": has no name");
+  }
+  return out;
+}
+
+// `rdmanet-ipam reconcile [--heartbeat-ttl S] CONFIG`: the reclaim rule over every lease
+// of the network, then each range set's usage, as one JSON object on stdout (for the node
+// agent). The leases of the attachments in the config's "rdmanetKeep" list
+// ([{"containerID", "ifname"}]) stay whatever the rule says: the main plugin still has
+// them and releases them with its teardown, after its own grace period. In cluster mode,
+// with --heartbeat-ttl, also the node's heartbeat and the block owners who have none.
+int reconcile_main(std::vector<std::string> args) {
+  int heartbeat_ttl = 0;
+  if (args.size() == 3 && args[0] == "--heartbeat-ttl") {
+    heartbeat_ttl = std::atoi(args[1].c_str());
+    args.erase(args.begin(), args.begin() + 2);
+  }
+  if (args.size() != 1 || heartbeat_ttl < 0) {
+    std::cerr << "usage: rdmanet-ipam reconcile [--heartbeat-ttl SECONDS] CONFIG|-\n";
+    return 2;
+  }
+  auto file = read_network_file(args[0]);
+  if (!file) {
+    std::cerr << file.error().msg() << "\n";
+    return 1;
+  }
+  cni::Call call;
+  call.conf.name = file->network;
+  call.conf.ipam = file->ipam;
+  std::vector<Owner> keep;
+  Fields f(file->doc, args[0], ErrorKind::kInvalidConfig);
+  std::vector<nlohmann::json> kept;
+  f.object_list("rdmanetKeep", &kept);
+  for (const auto& k : kept) {
+    Owner o;
+    Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
+        .required_string("containerID", &o.container_id)
+        .required_string("ifname", &o.ifname);
+    keep.push_back(std::move(o));
+  }
+  auto net = allocator_for(call);
+  if (!net) {
+    std::cerr << net.error().msg() << "\n";
+    return 1;
+  }
+  auto done = (*net)->reconcile(keep);
+  if (!done) {
+    std::cerr << done.error().msg() << "\n";
+    return 1;
+  }
+  nlohmann::json pools = nlohmann::json::array();
+  for (const auto& p : done->pools) {
+    pools.push_back({{"where", p.where},
+                     {"ranges", p.description},
+                     {"size", p.size},
+                     {"used", p.used},
+                     {"blocks", p.blocks}});
+  }
+  nlohmann::json out = {{"network", file->network},
+                        {"cluster", net->blocks != nullptr},
+                        {"released", done->released},
+                        {"pools", pools}};
+  // Cluster mode: this node's heartbeat, and the owners of blocks who have none. etcd
+  // being unreachable is reported, not a failure: the node's own part is done.
+  auto config = parse_ipam_config(file->ipam);
+  if (heartbeat_ttl > 0 && net->etcd && config && config->cluster) {
+    auto node = read_node_name(config->cluster->node_name_file);
+    Status beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net->etcd)
+                       : Status(std::move(node).error());
+    auto silent = beat ? silent_block_owners(*config, file->network, *net->etcd)
+                       : Expected<std::map<std::string, size_t>>(std::move(beat).error());
+    if (silent) {
+      out["silentNodes"] = *silent;
+    } else {
+      out["etcdError"] = silent.error().msg();
+    }
+  }
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
 // `rdmanet-ipam cluster blocks|reclaim-node CONFIG [NODE]`: the operator's
 // view of a cluster-mode network's blocks, and the reclaim of a node that is
 // gone. CONFIG is the network config (or conflist) as the NAD carries it.
@@ -143,37 +267,16 @@ int cluster_main(const std::vector<std::string>& args) {
       (args[0] != "blocks" && args[0] != "reclaim-node")) {
     return usage();
   }
-  // Not base read_file: an operator may well pass a symlink or a pipe, as in
-  // `rdmanet-ipam cluster blocks <(kubectl get net-attach-def ...)`.
-  std::ifstream in(args[1]);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto doc = parse_json(text.str());
-  if (!in || !doc.is_object()) {
-    std::cerr << args[1] << ": not a readable JSON network config\n";
+  auto file = read_network_file(args[1]);
+  if (!file) {
+    std::cerr << file.error().msg() << "\n";
     return 1;
   }
-  auto string_at = [](const nlohmann::json& obj, const char* key) {
-    return obj.is_object() && obj.contains(key) && obj[key].is_string()
-               ? obj[key].get<std::string>()
-               : std::string();
-  };
-  std::string network = string_at(doc, "name");
-  nlohmann::json ipam = doc.value("ipam", nlohmann::json());
-  if (doc.contains("plugins") && doc["plugins"].is_array()) {
-    for (const auto& p : doc["plugins"]) {
-      if (p.is_object() && p.contains("ipam") && string_at(p["ipam"], "type") == "rdmanet-ipam") {
-        ipam = p["ipam"];
-        break;
-      }
-    }
-  }
-  auto config = parse_ipam_config(ipam);
-  if (!config || !config->cluster || network.empty()) {
+  const std::string& network = file->network;
+  auto config = parse_ipam_config(file->ipam);
+  if (!config || !config->cluster) {
     std::cerr << args[1] << ": "
-              << (!config           ? config.error().msg()
-                  : network.empty() ? std::string("has no name")
-                                    : std::string("has no ipam.cluster section"))
+              << (!config ? config.error().msg() : std::string("has no ipam.cluster section"))
               << "\n";
     return 1;
   }
@@ -213,6 +316,15 @@ int main(int argc, char** argv) {
       return rdmanet::ipam::cluster_main({argv + 2, argv + argc});
     } catch (const std::exception& e) {
       std::cerr << "rdmanet-ipam cluster: internal error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (argc >= 2 && std::string(argv[1]) == "reconcile") {
+    rdmanet::cni::init_logging("rdmanet-ipam");  // stderr: stdout carries the report
+    try {
+      return rdmanet::ipam::reconcile_main({argv + 2, argv + argc});
+    } catch (const std::exception& e) {
+      std::cerr << "rdmanet-ipam reconcile: internal error: " << e.what() << "\n";
       return 1;
     }
   }

@@ -3,7 +3,8 @@
 // `rdmanet rdma-netns-mode [shared|exclusive]` shows or sets the node's RDMA
 // netns mode (for operators and node preparation); `rdmanet state list|forget`
 // shows attachment records and drops those DEL cannot finish; `rdmanet topology` lists the
-// node's RDMA NICs with the GPUs nearest to each.
+// node's RDMA NICs with the GPUs nearest to each; `rdmanet node-agent` tears down what missed
+// its DEL and serves metrics (plugin/node_agent.h).
 #include <iostream>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "cni/validate.h"
 #include "plugin/commands.h"
 #include "plugin/conf.h"
+#include "plugin/node_agent.h"
 #include "plugin/state_command.h"
 #include "plugin/topology_command.h"
 #include "rdma/nldev.h"
@@ -70,6 +72,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string(argv[1]) == "topology") {
     return rdmanet::plugin::topology_main({argv + 2, argv + argc}, std::cout, std::cerr);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "node-agent") {
+    return rdmanet::plugin::node_agent_main({argv + 2, argv + argc});
   }
   if (argc >= 2 && std::string(argv[1]) == "state") {
     return rdmanet::plugin::state_main({argv + 2, argv + argc}, std::cout, std::cerr);

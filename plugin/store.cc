@@ -151,7 +151,8 @@ Expected<StateStore::Listing> StateStore::list_all() const {
   for (const auto& name : networks) {
     struct stat st {};
     std::string dir = root_ + "/" + name;
-    if (name != "holds" && name != "locks" && ::lstat(dir.c_str(), &st) == 0 &&
+    // No network name starts with a dot: ".agent" is the node agent's (plugin/node_agent.h).
+    if (name != "holds" && name != "locks" && name[0] != '.' && ::lstat(dir.c_str(), &st) == 0 &&
         S_ISDIR(st.st_mode)) {
       if (auto s = list_into(dir, &out); !s) {
         out.unreadable.push_back({dir, std::move(s).error()});

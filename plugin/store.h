@@ -2,6 +2,7 @@
 //   <stateDir>/<network>/<containerID>.<hex(ifname)>.json   one attachment (plugin/record.h)
 //   <stateDir>/holds/<device key>                            which attachment holds a device
 //   <stateDir>/locks/<device key>.lock                       flock per device
+//   <stateDir>/.agent/                                       the node agent's own (node_agent.h)
 // Files are 0600 in 0700 directories, written atomically (temp file, fsync, rename, fsync of
 // the directory). Names are built only from validated values (network name and container id
 // match [a-zA-Z0-9][a-zA-Z0-9_.-]*, bounded in length) and hex encodings, so no input can

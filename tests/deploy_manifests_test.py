@@ -97,6 +97,14 @@ if ds:
         check("limits" in c.get("resources", {}), f"container {c['name']} has resource limits")
     install = spec["containers"][0]
     check("--check" in json.dumps(install.get("readinessProbe", {})), "installer has the --check readiness probe")
+    agent = [c for c in spec["containers"] if c["name"] == "node-agent"]
+    check(len(agent) == 1 and "node-agent" in " ".join(agent[0]["command"])
+          and agent[0].get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+          and any(m.get("mountPropagation") == "HostToContainer" for m in agent[0]["volumeMounts"]),
+          "DaemonSet runs the node agent (healthz probe, host root with HostToContainer propagation)")
+    annotations = ds[0]["spec"]["template"]["metadata"].get("annotations", {})
+    check(annotations.get("prometheus.io/scrape") == "true" and annotations.get("prometheus.io/port") == "9520",
+          "the agent's metrics port is annotated for scraping")
     paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     check({"/opt/cni/bin", "/var/lib/cni/rdmanet"} <= paths, f"host mounts for bin and state dirs: {sorted(paths)}")
 check(any(d["kind"] == "Namespace" for d in base) and any(d["kind"] == "ServiceAccount" for d in base),
@@ -195,6 +203,21 @@ for s in SCENARIOS:
         args = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
         check("/etc/rdmanet/rdma-env.sh" in args and not any(a.startswith("NCCL_SOCKET_IFNAME=") for a in args),
               f"{s}: mpirun runs ranks through rdma-env.sh, which sets NCCL_SOCKET_IFNAME from the rails")
+
+# The monitoring example: it parses, and every metric its alerts use is one the agent
+# exports (names read from plugin/node_agent.cc, where each family is declared once).
+import re
+with open(os.path.join(deploy, "..", "plugin", "node_agent.cc")) as f:
+    exported = set(re.findall(r'm\.family\("([a-z_]+)"', f.read()))
+with open(os.path.join(deploy, "monitoring", "podmonitor.yaml")) as f:
+    mon = [d for d in yaml.safe_load_all(f) if d]
+kinds = {d["kind"] for d in mon}
+check(kinds == {"PodMonitor", "PrometheusRule"}, f"monitoring example has a PodMonitor and alert rules: {kinds}")
+for d in mon:
+    for group in d.get("spec", {}).get("groups", []):
+        for rule in group["rules"]:
+            used = set(re.findall(r"rdmanet_[a-z_]+", rule["expr"]))
+            check(used and used <= exported, f"alert {rule['alert']} uses exported metrics: {sorted(used - exported) or 'yes'}")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

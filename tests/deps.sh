@@ -8,7 +8,8 @@ build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohm
   libspdlog-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
 test_pkgs="iproute2 iputils-ping tcpdump containernetworking-plugins binutils procps time podman runc busybox-static strace
   python3 python3-yaml clang libclang-rt-14-dev etcd-server etcd-client openssl
-  containerd python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc"
+  containerd python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+  python3-prometheus-client"
 
 case "${1:-all}" in
   build) pkgs="$build_pkgs" ;;

@@ -201,6 +201,48 @@ class ClusterIpam(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("0 blocks of node-x reclaimed", r.stdout)
 
+    def reconcile(self, node, conf, ttl=2):
+        r = subprocess.run([BINARY, "reconcile", "--heartbeat-ttl", str(ttl), "-"], input=conf,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def test_agents_heartbeat_and_the_blocks_of_a_silent_node_are_reported_not_taken(self):
+        net = "rail-heartbeat"
+        ranges = [[{"subnet": "10.47.0.0/27"}]]
+        a, b, _ = self.nodes
+        for n in (a, b):
+            self.assertEqual(n.cni("ADD", n.name + "-0", n.conf(net, self.cluster(), ranges))[0], 0)
+        # a's agent beats first: b has a block and no heartbeat yet.
+        out_a = self.reconcile(a, a.conf(net, self.cluster(), ranges))
+        self.assertEqual(out_a["silentNodes"], {"node-b": 1})
+        self.assertTrue(out_a["cluster"])
+        self.assertEqual((out_a["pools"][0]["blocks"], out_a["pools"][0]["used"]), (1, 1))
+        out_b = self.reconcile(b, b.conf(net, self.cluster(), ranges))
+        self.assertEqual(out_b["silentNodes"], {})  # both beat now
+        beats = self.etcd.get_prefix(PREFIX + "/.agents/")
+        self.assertEqual(sorted(beats), [PREFIX + "/.agents/node-a", PREFIX + "/.agents/node-b"])
+        # b's agent stops: its heartbeat's lease runs out; a's reports b's block, and it
+        # stays b's (only reclaim-node takes it back).
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            out_a = self.reconcile(a, a.conf(net, self.cluster(), ranges))
+            if out_a["silentNodes"]:
+                break
+            time.sleep(0.5)
+        self.assertEqual(out_a["silentNodes"], {"node-b": 1})
+        owners, _ = check_invariant(self.etcd, self.nodes, net)
+        self.assertEqual(b.blocks(net), [blk for blk, n in owners.items() if n == "node-b"])
+        # b's agent is back: nothing silent.
+        self.reconcile(b, b.conf(net, self.cluster(), ranges))
+        self.assertEqual(self.reconcile(a, a.conf(net, self.cluster(), ranges))["silentNodes"], {})
+        # etcd unreachable: the local part is done and the error reported.
+        conf = a.conf(net, self.cluster(etcd={"endpoints": ["https://127.0.0.1:1"],
+                                              "tls": self.etcd.tls, "timeout": 1}), ranges)
+        out = self.reconcile(a, conf)
+        self.assertIn("etcdError", out)
+        self.assertEqual(out["pools"][0]["used"], 1)
+
     def test_claim_recorded_in_etcd_but_not_locally_is_adopted(self):
         # A kill between the etcd transaction and writing blocks.json.
         net = "rail-adopt"

@@ -188,6 +188,19 @@ dead_case_early_del() {
     same "PF's VF 2" "$_line" "$(vf_line $PF1_PCI 2)" && same "VF netdev" "$_host" "$(host_state "$VF12")"
 }
 check dead-pod-del-at-once dead_case_early_del
+# No DEL at all (a runtime that crashed): the node agent's round brings the VF home.
+dead_case_agent() {
+    pod d5; dead_pod_conf d5 "$VF00" 5
+    _line=$(vf_line $PF0_PCI 0) _host=$(host_state "$VF00")
+    cni ADD d5 /tmp/d5.json > /tmp/res.json || { cat /tmp/res.json; return 1; }
+    $IP netns del d5
+    back_in_host "$VF00" || { echo "VF never came back"; return 1; }
+    echo "came back as: $(host_state "$VF00")"
+    "$CNI_BIN/rdmanet" node-agent --once --grace 0 --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" \
+        --listen "" 2>&1 | grep 'tearing down' || return 1
+    same "PF's VF 0" "$_line" "$(vf_line $PF0_PCI 0)" && same "VF netdev" "$_host" "$(host_state "$VF00")"
+}
+check dead-pod-node-agent-brings-the-vf-home dead_case_agent
 check dead-pods-nothing-left no_attachments
 
 # ---- held, reclaimed, and VFs removed under a pod -------------------------------------------
