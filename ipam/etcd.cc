@@ -160,14 +160,14 @@ Expected<int64_t> EtcdClient::lease_grant(int ttl_seconds) {
   json doc = parse_json(body);
   // 64-bit numbers come as strings from the gateway.
   const json id = doc.is_object() ? doc.value("ID", json()) : json();
-  if (!id.is_string() || id.get<std::string>().empty()) {
+  const std::string text = id.is_string() ? id.get<std::string>() : std::string();
+  if (text.empty()) {
     return Error(ErrorKind::kIo, "etcd answered a lease grant without an ID");
   }
   char* end = nullptr;
-  long long n = std::strtoll(id.get<std::string>().c_str(), &end, 10);
+  long long n = std::strtoll(text.c_str(), &end, 10);
   if (*end != '\0' || n <= 0) {
-    return Error(ErrorKind::kIo,
-                 "etcd answered a lease grant with ID \"" + id.get<std::string>() + "\"");
+    return Error(ErrorKind::kIo, "etcd answered a lease grant with ID \"" + text + "\"");
   }
   return static_cast<int64_t>(n);
 }

@@ -431,7 +431,8 @@ void NodeAgent::reconcile_ipam(const std::string& network, const std::string& co
     pool.blocks = static_cast<size_t>(std::max(0LL, blocks));
     report.pools.push_back(std::move(pool));
   }
-  for (const auto& [node, n] : doc.value("silentNodes", json::object()).items()) {
+  const json silent = doc.value("silentNodes", json::object());  // items() needs it alive
+  for (const auto& [node, n] : silent.items()) {
     if (n.is_number_unsigned()) {
       report.silent_node_blocks[{network, node}] = n.get<size_t>();
     }
