@@ -177,20 +177,30 @@ Expected<NetworkFile> read_network_file(const std::string& path) {
   return out;
 }
 
-// `rdmanet-ipam reconcile [--heartbeat-ttl S] CONFIG`: the reclaim rule over every lease
-// of the network, then each range set's usage, as one JSON object on stdout (for the node
+// `rdmanet-ipam reconcile [--heartbeat-ttl S] [--list-silent] CONFIG`: the reclaim rule over every
+// lease of the network, then each range set's usage, as one JSON object on stdout (for the node
 // agent). The leases of the attachments in the config's "rdmanetKeep" list
 // ([{"containerID", "ifname"}]) stay whatever the rule says: the main plugin still has
 // them and releases them with its teardown, after its own grace period. In cluster mode,
-// with --heartbeat-ttl, also the node's heartbeat and the block owners who have none.
+// --heartbeat-ttl also puts the node's heartbeat and --list-silent lists the owners of
+// the network's blocks who have none.
 int reconcile_main(std::vector<std::string> args) {
   int heartbeat_ttl = 0;
-  if (args.size() == 3 && args[0] == "--heartbeat-ttl") {
-    heartbeat_ttl = std::atoi(args[1].c_str());
-    args.erase(args.begin(), args.begin() + 2);
+  bool list_silent = false;
+  while (args.size() > 1 && args[0].rfind("--", 0) == 0) {
+    if (args[0] == "--heartbeat-ttl" && args.size() > 2) {
+      heartbeat_ttl = std::atoi(args[1].c_str());
+      args.erase(args.begin(), args.begin() + 2);
+    } else if (args[0] == "--list-silent") {
+      list_silent = true;
+      args.erase(args.begin());
+    } else {
+      break;
+    }
   }
   if (args.size() != 1 || heartbeat_ttl < 0) {
-    std::cerr << "usage: rdmanet-ipam reconcile [--heartbeat-ttl SECONDS] CONFIG|-\n";
+    std::cerr << "usage: rdmanet-ipam reconcile [--heartbeat-ttl SECONDS] [--list-silent] "
+                 "CONFIG|-\n";
     return 2;
   }
   auto file = read_network_file(args[0]);
@@ -237,16 +247,23 @@ int reconcile_main(std::vector<std::string> args) {
   // Cluster mode: this node's heartbeat, and the owners of blocks who have none. etcd
   // being unreachable is reported, not a failure: the node's own part is done.
   auto config = parse_ipam_config(file->ipam);
-  if (heartbeat_ttl > 0 && net->etcd && config && config->cluster) {
-    auto node = read_node_name(config->cluster->node_name_file);
-    Status beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net->etcd)
-                       : Status(std::move(node).error());
-    auto silent = beat ? silent_block_owners(*config, file->network, *net->etcd)
-                       : Expected<std::map<std::string, size_t>>(std::move(beat).error());
-    if (silent) {
-      out["silentNodes"] = *silent;
-    } else {
-      out["etcdError"] = silent.error().msg();
+  if (net->etcd && config && config->cluster && (heartbeat_ttl > 0 || list_silent)) {
+    Status beat = ok_status();
+    if (heartbeat_ttl > 0) {
+      auto node = read_node_name(config->cluster->node_name_file);
+      beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net->etcd)
+                  : Status(std::move(node).error());
+    }
+    if (beat && list_silent) {
+      auto silent = silent_block_owners(*config, file->network, *net->etcd);
+      if (silent) {
+        out["silentNodes"] = *silent;
+      } else {
+        beat = Status(std::move(silent).error());
+      }
+    }
+    if (!beat) {
+      out["etcdError"] = beat.error().msg();
     }
   }
   std::cout << out.dump() << "\n";

@@ -165,6 +165,28 @@ bool uses_rdmanet_ipam(const json& doc) {
   return plugins.is_array() && std::any_of(plugins.begin(), plugins.end(), is_ours);
 }
 
+// The etcd a cluster-mode network's rdmanet-ipam section names (its etcd object as text),
+// or "" in node mode.
+std::string cluster_etcd(const json& doc) {
+  auto etcd_of = [](const json& conf) -> std::string {
+    if (!conf.is_object() || !conf.value("ipam", json()).is_object()) {
+      return "";
+    }
+    const json& ipam = conf["ipam"];
+    if (ipam.value("type", json()) != "rdmanet-ipam" ||
+        !ipam.value("cluster", json()).is_object()) {
+      return "";
+    }
+    return ipam["cluster"].value("etcd", json::object()).dump();
+  };
+  std::string found = etcd_of(doc);
+  const json plugins = doc.is_object() ? doc.value("plugins", json()) : json();
+  for (size_t i = 0; found.empty() && plugins.is_array() && i < plugins.size(); ++i) {
+    found = etcd_of(plugins[i]);
+  }
+  return found;
+}
+
 // Prometheus text format: label values escaped, one sample per line.
 std::string label_value(const std::string& v) {
   std::string out;
@@ -272,6 +294,7 @@ Expected<AgentConfig> parse_agent_args(const std::vector<std::string>& args) {
 RoundReport NodeAgent::round() {
   const auto start = Clock::now();
   RoundReport report;
+  beaten_.clear();
   std::map<std::string, std::string> networks;  // name -> a config that names it
   std::map<std::string, json> keep;             // name -> its attachments with a record
   for (const auto& dir : config_.state_dirs) {
@@ -404,9 +427,22 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
 void NodeAgent::reconcile_ipam(const std::string& network, const std::string& config,
                                RoundReport& report) {
   auto binary = cni::find_plugin("rdmanet-ipam", config_.cni_path);
-  // Cluster mode: a heartbeat that outlives three rounds (rdmanet-ipam's etcd lease).
-  const std::string ttl = std::to_string(3 * std::max<long long>(1, config_.interval.count()));
-  auto out = binary ? cni::exec_program(*binary, {"reconcile", "--heartbeat-ttl", ttl, "-"}, config,
+  std::vector<std::string> args = {"reconcile"};
+  // Cluster mode, kept light for etcd at a thousand nodes: one heartbeat per etcd per
+  // round, lasting three rounds (an etcd lease), whatever the number of networks (rails);
+  // the cluster-wide listing of silent owners (every block and heartbeat of the network)
+  // every kSilentEvery rounds only.
+  const std::string etcd = cluster_etcd(parse_json(config));
+  if (!etcd.empty() && beaten_.insert(etcd).second) {
+    args.push_back("--heartbeat-ttl");
+    args.push_back(std::to_string(3 * std::max<long long>(1, config_.interval.count())));
+  }
+  const bool list_silent = !etcd.empty() && rounds_ % kSilentEvery == 0;
+  if (list_silent) {
+    args.push_back("--list-silent");
+  }
+  args.push_back("-");
+  auto out = binary ? cni::exec_program(*binary, args, config,
                                         std::chrono::seconds(config_.ipam_timeout_seconds))
                     : Expected<std::string>(std::move(binary).error());
   json doc = out ? parse_json(*out) : json();
@@ -431,10 +467,14 @@ void NodeAgent::reconcile_ipam(const std::string& network, const std::string& co
     pool.blocks = static_cast<size_t>(std::max(0LL, blocks));
     report.pools.push_back(std::move(pool));
   }
-  const json silent = doc.value("silentNodes", json::object());  // items() needs it alive
-  for (const auto& [node, n] : silent.items()) {
-    if (n.is_number_unsigned()) {
-      report.silent_node_blocks[{network, node}] = n.get<size_t>();
+  if (doc.contains("silentNodes")) {
+    // A fresh listing replaces what the last one said of this network.
+    std::erase_if(silent_, [&](const auto& entry) { return entry.first.first == network; });
+    const json silent = doc["silentNodes"];
+    for (const auto& [node, n] : silent.items()) {
+      if (n.is_number_unsigned()) {
+        silent_[{network, node}] = n.get<size_t>();
+      }
     }
   }
   if (doc.contains("etcdError")) {
@@ -503,7 +543,7 @@ std::string NodeAgent::metrics() const {
   m.family("rdmanet_ipam_silent_node_blocks", "gauge",
            "Cluster mode: blocks held by nodes whose agent stopped heartbeating (taken back "
            "only by rdmanet-ipam cluster reclaim-node).");
-  for (const auto& [key, n] : last_.silent_node_blocks) {
+  for (const auto& [key, n] : silent_) {
     m.sample("rdmanet_ipam_silent_node_blocks", {{"network", key.first}, {"node", key.second}},
              static_cast<double>(n));
   }

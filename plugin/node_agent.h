@@ -21,6 +21,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,11 @@ struct RoundReport {
     bool cluster = false;
   };
   std::vector<Pool> pools;
-  std::map<std::pair<std::string, std::string>, size_t> leases_reclaimed;    // (network, reason)
-  std::map<std::string, size_t> ipam_errors;                                 // by network
-  std::map<std::string, size_t> etcd_errors;                                 // by network
-  std::map<std::pair<std::string, std::string>, size_t> silent_node_blocks;  // (network, node)
-  std::map<std::string, size_t> errors;                                      // by stage
-  std::vector<std::string> messages;                                         // each error, named
+  std::map<std::pair<std::string, std::string>, size_t> leases_reclaimed;  // (network, reason)
+  std::map<std::string, size_t> ipam_errors;                               // by network
+  std::map<std::string, size_t> etcd_errors;                               // by network
+  std::map<std::string, size_t> errors;                                    // by stage
+  std::vector<std::string> messages;                                       // each error, named
   double duration_seconds = 0;
 };
 
@@ -96,6 +96,11 @@ class NodeAgent {
   std::map<std::pair<std::string, std::string>, size_t> reclaimed_total_;
   std::map<std::string, size_t> ipam_errors_total_;
   std::map<std::string, size_t> etcd_errors_total_;
+  // Cluster mode: the etcds this round has heartbeaten to, and the last listing of the
+  // blocks of owners without a heartbeat, (network, node) -> blocks.
+  static constexpr size_t kSilentEvery = 10;
+  std::set<std::string> beaten_;
+  std::map<std::pair<std::string, std::string>, size_t> silent_;
   std::map<std::string, size_t> errors_total_;
   std::chrono::steady_clock::time_point last_done_{};
   double last_done_unix_ = 0;

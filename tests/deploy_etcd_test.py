@@ -9,7 +9,11 @@ What differs from a cluster, and why: the members' DNS names become 127.0.0.1 wi
 each (no cluster DNS here), so the peer certificate also gets 127.0.0.1; Debian 12's etcd
 is 3.4 (the manifest's image is 3.5), so readiness is asked at /health, not /readyz.
 
-Usage: deploy_etcd_test.py DEPLOY_DIR RDMANET_IPAM
+Then the node agent against it (`rdmanet node-agent`, two cluster-mode networks): one
+heartbeat per round for both (etcd's own LeaseGrant count), its node's block held, and
+the block of a node that never heartbeats reported as silent and left in etcd.
+
+Usage: deploy_etcd_test.py DEPLOY_DIR RDMANET_IPAM RDMANET
 """
 
 import json
@@ -25,7 +29,7 @@ import urllib.request
 
 import yaml
 
-deploy, ipam = sys.argv[1], os.path.abspath(sys.argv[2])
+deploy, ipam, rdmanet = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
 failures = []
 
 
@@ -153,11 +157,84 @@ try:
     check(r.returncode == 0 and "10.48.0." in r.stdout,
           "rdmanet-ipam claims a block through them with the client certificate: " +
           (r.stdout.strip() or r.stderr.strip()[-300:]))
-    r = subprocess.run([ipam, "reconcile", "--heartbeat-ttl", "30", "-"], input=conf,
+    r = subprocess.run([ipam, "reconcile", "--heartbeat-ttl", "30", "--list-silent", "-"], input=conf,
                        capture_output=True, text=True, timeout=60)
     out = json.loads(r.stdout) if r.returncode == 0 else {}
     check(out.get("silentNodes") == {} and out["pools"][0]["blocks"] == 1,
           "the node agent's heartbeat (an etcd lease) lands: " + (r.stdout.strip() or r.stderr))
+
+    # The node agent with two cluster-mode networks (two rails) on this etcd, and a block
+    # of node-z, which has no agent.
+    tls = ["--cacert", os.path.join(work, "ca.crt"), "--cert", os.path.join(work, "client.crt"),
+           "--key", os.path.join(work, "client.key"),
+           "--endpoints", ",".join(f"https://127.0.0.1:{c}" for c in client)]
+    subprocess.run(["etcdctl", *tls, "put", "/rdmanet/ipam/rail0/blocks/10.48.0.224_28",
+                    '{"node": "node-z", "claimedAt": "2026-12-04T00:00:00Z"}'],
+                   env=dict(os.environ, ETCDCTL_API="3"), check=True, capture_output=True)
+    nets = os.path.join(work, "networks")
+    os.makedirs(nets, mode=0o700)
+    doc = json.loads(conf)
+    with open(os.path.join(nets, "rail0.conf"), "w") as f:
+        json.dump(doc, f)
+    doc["name"] = "rail1"
+    doc["ipam"]["ranges"] = [[{"subnet": "10.49.0.0/24"}]]
+    with open(os.path.join(nets, "rail1.conf"), "w") as f:
+        json.dump(doc, f)
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir)
+    os.symlink(ipam, os.path.join(bindir, "rdmanet-ipam"))
+    state = os.path.join(work, "state")
+    os.makedirs(state, mode=0o700)
+    port = ports(1)[0]
+
+    def lease_grants():
+        total = 0
+        for m in metrics:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{m}/metrics", timeout=5).read().decode()
+            total += sum(float(x) for x in re.findall(
+                r'^grpc_server_handled_total\{[^}]*grpc_method="LeaseGrant"[^}]*\} (\S+)$', text, re.M))
+        return total
+
+    def scrape():
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    grants_before = lease_grants()
+    agent = subprocess.Popen([rdmanet, "node-agent", "--state-dir", state, "--networks-dir", nets,
+                              "--cni-path", bindir, "--interval", "1", "--listen",
+                              f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                             stderr=open(os.path.join(work, "agent.log"), "w"))
+    procs.append(agent)
+    deadline = time.time() + 20
+    m = {}
+    while time.time() < deadline and m.get("rdmanet_reconcile_rounds_total", 0) < 4:
+        time.sleep(0.2)
+        m = scrape()
+    rounds = m.get("rdmanet_reconcile_rounds_total", 0)
+    agent.terminate()
+    agent.wait(10)
+    grants = lease_grants() - grants_before
+    silent = m.get('rdmanet_ipam_silent_node_blocks{network="rail0",node="node-z"}')
+    check(rounds >= 4 and silent == 1
+          and not any("node-a" in k for k in m if k.startswith("rdmanet_ipam_silent_node_blocks")),
+          f"the agent reports node-z's block as silent, not its own node's (after {rounds:.0f} rounds:"
+          f" {silent})")
+    check(rounds >= 4 and rounds <= grants <= rounds + 1,
+          f"one heartbeat per round for both networks: {grants:.0f} lease grants in {rounds:.0f} rounds")
+    z = subprocess.run(["etcdctl", *tls, "get", "/rdmanet/ipam/rail0/blocks/10.48.0.224_28",
+                        "--print-value-only"], env=dict(os.environ, ETCDCTL_API="3"),
+                       capture_output=True, text=True)
+    check("node-z" in z.stdout, "node-z's block stays node-z's (only reclaim-node takes it)")
+    check(m.get('rdmanet_ipam_blocks_held{network="rail0",range_set="ipam.ranges[0]"}') == 1,
+          "the agent counts its node's block on rail0")
 finally:
     for proc in procs:
         proc.kill()

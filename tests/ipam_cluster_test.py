@@ -202,8 +202,8 @@ class ClusterIpam(unittest.TestCase):
         self.assertIn("0 blocks of node-x reclaimed", r.stdout)
 
     def reconcile(self, node, conf, ttl=2):
-        r = subprocess.run([BINARY, "reconcile", "--heartbeat-ttl", str(ttl), "-"], input=conf,
-                           capture_output=True, text=True)
+        r = subprocess.run([BINARY, "reconcile", "--heartbeat-ttl", str(ttl), "--list-silent", "-"],
+                           input=conf, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout)
 
