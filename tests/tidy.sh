@@ -83,6 +83,9 @@ fi
 
 log=$(mktemp -d /tmp/rdmanet-tidy.XXXXXX)
 trap 'rm -rf "$log"' EXIT
+# What is recorded is what is checked: the ids of the files as they are now, so a file
+# edited during the run shows as changed next time instead of passing unchecked.
+[ "$mode" = record ] && fingerprint >"$log/fingerprint"
 start=$(date +%s)
 status=0
 printf '%s\n' "$@" | xargs -P "$(nproc)" -I{} sh -c \
@@ -90,7 +93,7 @@ printf '%s\n' "$@" | xargs -P "$(nproc)" -I{} sh -c \
   "$db" {} "$log" || status=1
 echo "clang-tidy: $# files in $(($(date +%s) - start)) s, $([ $status -eq 0 ] && echo clean || echo 'findings above')"
 if [ $status -eq 0 ] && [ "$mode" = record ]; then
-  fingerprint >"$list"
+  cp "$log/fingerprint" "$list"
   echo "tidy: recorded $list"
 fi
 exit $status
