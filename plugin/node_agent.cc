@@ -302,34 +302,7 @@ RoundReport NodeAgent::round() {
   }
   // Files in networksDir win over the configs attachments were made with: they are what
   // the operator says the networks are now.
-  if (!config_.networks_dir.empty()) {
-    // Its configs name directories rdmanet-ipam releases leases in: only root may write it.
-    struct stat st {};
-    const bool there = ::stat(config_.networks_dir.c_str(), &st) == 0;
-    Expected<std::vector<std::string>> names = std::vector<std::string>();
-    if (there) {
-      auto trusted = check_private_directory(config_.networks_dir);
-      names = trusted ? directory_entries(config_.networks_dir)
-                      : Expected<std::vector<std::string>>(std::move(trusted).error());
-    }
-    if (!names) {
-      ++report.errors["networks-dir"];
-      report.messages.push_back(names.error().msg());
-    } else {
-      std::sort(names->begin(), names->end());
-      for (const auto& name : *names) {
-        if (name.empty() || name[0] == '.') {
-          continue;  // ConfigMap volumes keep their data under ..data and dot names
-        }
-        std::string path = config_.networks_dir + "/" + name;
-        auto text = read_file(path, 1 << 20);
-        json doc = text && *text ? parse_json(**text) : json();
-        if (doc.is_object() && doc.value("name", json()).is_string()) {
-          networks[doc["name"].get<std::string>()] = **text;
-        }
-      }
-    }
-  }
+  read_networks_dir(report, networks);
   for (const auto& [network, config] : networks) {
     json doc = parse_json(config);
     if (uses_rdmanet_ipam(doc)) {
@@ -363,6 +336,37 @@ RoundReport NodeAgent::round() {
   last_done_ = Clock::now();
   last_done_unix_ = static_cast<double>(unix_now());
   return report;
+}
+
+void NodeAgent::read_networks_dir(RoundReport& report,
+                                  std::map<std::string, std::string>& networks) {
+  if (config_.networks_dir.empty()) {
+    return;
+  }
+  // Its configs name directories rdmanet-ipam releases leases in: only root may write it.
+  struct stat st {};
+  Expected<std::vector<std::string>> names = std::vector<std::string>();
+  if (::stat(config_.networks_dir.c_str(), &st) == 0) {
+    auto trusted = check_private_directory(config_.networks_dir);
+    names = trusted ? directory_entries(config_.networks_dir)
+                    : Expected<std::vector<std::string>>(std::move(trusted).error());
+  }
+  if (!names) {
+    ++report.errors["networks-dir"];
+    report.messages.push_back(names.error().msg());
+    return;
+  }
+  std::sort(names->begin(), names->end());
+  for (const auto& name : *names) {
+    if (name.empty() || name[0] == '.') {
+      continue;  // ConfigMap volumes keep their data under ..data and dot names
+    }
+    auto text = read_file(config_.networks_dir + "/" + name, 1 << 20);
+    json doc = text && *text ? parse_json(**text) : json();
+    if (doc.is_object() && doc.value("name", json()).is_string()) {
+      networks[doc["name"].get<std::string>()] = **text;
+    }
+  }
 }
 
 void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,

@@ -87,6 +87,7 @@ class NodeAgent {
   void reconcile_state_dir(const std::string& dir, RoundReport& report,
                            std::map<std::string, std::string>& networks,
                            std::map<std::string, nlohmann::json>& keep);
+  void read_networks_dir(RoundReport& report, std::map<std::string, std::string>& networks);
   void reconcile_ipam(const std::string& network, const std::string& config, RoundReport& report);
 
   AgentConfig config_;

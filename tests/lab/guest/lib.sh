@@ -185,9 +185,29 @@ pci_setup() {
     wait_for 20 sh -c ". /lab/lib.sh; [ -n \"\$(pci_netdev $PF0_PCI)\" ] && [ -n \"\$(pci_netdev $PF1_PCI)\" ] && [ -n \"\$(pci_netdev $WHOLE_PCI)\" ]" || return 1
     for pf in $PF0_PCI $PF1_PCI $WHOLE_PCI; do $IP link set "$(pci_netdev $pf)" up || return 1; done
     for pf in $PF0_PCI $PF1_PCI; do echo "$1" > "/sys/bus/pci/devices/$pf/sriov_numvfs" || return 1; done
-    wait_for 30 sh -c ". /lab/lib.sh; for pf in $PF0_PCI $PF1_PCI; do n=0; while [ \$n -lt $1 ]; do
-        [ -n \"\$(pci_netdev \$(vf_pci \$pf \$n))\" ] || exit 1
-        vf_line \$pf \$n | grep -q 'link/ether 00:00:00:00:00:00' && exit 1; n=\$((n + 1)); done; done"
+    wait_for 30 vfs_ready "$1" && return 0
+    # Seen once in CI: igb reset its adapter ("Reset adapter") while its VFs were probing,
+    # and the PF never learned their MACs. Opening a VF's netdev resets the VF, which
+    # registers its MAC again: once, then the same wait, then say what is missing.
+    echo "pci_setup: VFs not ready after 30 s ($(vfs_ready "$1" why)); reopening them"
+    for pf in $PF0_PCI $PF1_PCI; do n=0; while [ $n -lt "$1" ]; do
+        _vf=$(pci_netdev "$(vf_pci $pf $n)")
+        [ -n "$_vf" ] && $IP link set "$_vf" up && $IP link set "$_vf" down
+        n=$((n + 1)); done; done
+    wait_for 20 vfs_ready "$1" || { echo "pci_setup: $(vfs_ready "$1" why)"; return 1; }
+}
+# vfs_ready NUMVFS [why]: every VF of both PFs has a netdev and its PF knows its MAC; with
+# "why", prints the first that is not.
+vfs_ready() {
+    for _pf in $PF0_PCI $PF1_PCI; do _n=0; while [ $_n -lt "$1" ]; do
+        _vfpci=$(vf_pci $_pf $_n)
+        if [ -z "$(pci_netdev "$_vfpci")" ]; then
+            [ "${2:-}" = why ] && echo "VF $_n of $_pf ($_vfpci) has no netdev"; return 1
+        fi
+        if vf_line $_pf $_n | grep -q 'link/ether 00:00:00:00:00:00'; then
+            [ "${2:-}" = why ] && echo "VF $_n of $_pf: the PF has no MAC for it"; return 1
+        fi
+        _n=$((_n + 1)); done; done
 }
 
 # vf_line PF_PCI N: VF N as its PF reports it (`ip link show <pf>`), one line.
