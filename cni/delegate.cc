@@ -204,6 +204,15 @@ std::string tail(const std::string& text, size_t max = 512) {
   return t;
 }
 
+// "exited with status 3: <the end of what it said>", for a program that failed.
+std::string how_it_ended(const Exit& exit) {
+  std::string how = WIFEXITED(exit.status)
+                        ? "exited with status " + std::to_string(WEXITSTATUS(exit.status))
+                        : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
+  std::string said = tail(exit.err.empty() ? exit.out : exit.err);
+  return how + (said.empty() ? "" : ": " + said);
+}
+
 }  // namespace
 
 Expected<std::string> find_plugin(const std::string& type, const std::string& cni_path) {
@@ -267,11 +276,7 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
       return Error::delegated(code, who + ": " + msg, details);
     }
   }
-  std::string how = WIFEXITED(exit.status)
-                        ? "exited with status " + std::to_string(WEXITSTATUS(exit.status))
-                        : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
-  std::string said = tail(exit.err.empty() ? exit.out : exit.err);
-  return Error(ErrorKind::kDelegate, who + " " + how + (said.empty() ? "" : ": " + said));
+  return Error(ErrorKind::kDelegate, who + " " + how_it_ended(exit));
 }
 
 Expected<std::string> exec_program(const std::string& binary, const std::vector<std::string>& args,
@@ -287,11 +292,7 @@ Expected<std::string> exec_program(const std::string& binary, const std::vector<
   if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
     return std::move(exit.out);
   }
-  std::string how = WIFEXITED(exit.status)
-                        ? "exited with status " + std::to_string(WEXITSTATUS(exit.status))
-                        : "was killed by signal " + std::to_string(WTERMSIG(exit.status));
-  std::string said = tail(exit.err.empty() ? exit.out : exit.err);
-  return Error(ErrorKind::kDelegate, binary + " " + how + (said.empty() ? "" : ": " + said));
+  return Error(ErrorKind::kDelegate, binary + " " + how_it_ended(exit));
 }
 
 Expected<Result> delegate_add(const std::string& type, const Environment& env,

@@ -152,39 +152,40 @@ Status tear_down(StateStore& store, const AttachmentRecord& seen, const AgentCon
   return a.undo();
 }
 
-// The network's config names rdmanet-ipam (alone, or in a conflist).
-bool uses_rdmanet_ipam(const json& doc) {
-  auto is_ours = [](const json& conf) {
-    return conf.is_object() && conf.contains("ipam") && conf["ipam"].is_object() &&
-           conf["ipam"].value("type", json()) == "rdmanet-ipam";
+// The network config's rdmanet-ipam section (its own, or a conflist plugin's), or
+// nullptr when it has none.
+const json* rdmanet_ipam_section(const json& doc) {
+  auto ours = [](const json& conf) -> const json* {
+    if (!conf.is_object()) {
+      return nullptr;
+    }
+    auto ipam = conf.find("ipam");
+    return ipam != conf.end() && ipam->is_object() && ipam->value("type", json()) == "rdmanet-ipam"
+               ? &*ipam
+               : nullptr;
   };
-  if (is_ours(doc)) {
-    return true;
+  if (const json* found = ours(doc)) {
+    return found;
   }
-  const json& plugins = doc.is_object() ? doc.value("plugins", json()) : json();
-  return plugins.is_array() && std::any_of(plugins.begin(), plugins.end(), is_ours);
+  auto plugins = doc.is_object() ? doc.find("plugins") : doc.end();
+  if (plugins == doc.end() || !plugins->is_array()) {
+    return nullptr;
+  }
+  for (const auto& p : *plugins) {
+    if (const json* found = ours(p)) {
+      return found;
+    }
+  }
+  return nullptr;
 }
 
-// The etcd a cluster-mode network's rdmanet-ipam section names (its etcd object as text),
-// or "" in node mode.
-std::string cluster_etcd(const json& doc) {
-  auto etcd_of = [](const json& conf) -> std::string {
-    if (!conf.is_object() || !conf.value("ipam", json()).is_object()) {
-      return "";
-    }
-    const json& ipam = conf["ipam"];
-    if (ipam.value("type", json()) != "rdmanet-ipam" ||
-        !ipam.value("cluster", json()).is_object()) {
-      return "";
-    }
-    return ipam["cluster"].value("etcd", json::object()).dump();
-  };
-  std::string found = etcd_of(doc);
-  const json plugins = doc.is_object() ? doc.value("plugins", json()) : json();
-  for (size_t i = 0; found.empty() && plugins.is_array() && i < plugins.size(); ++i) {
-    found = etcd_of(plugins[i]);
-  }
-  return found;
+// The etcd a cluster-mode rdmanet-ipam section names (its etcd object as text), or "" in
+// node mode.
+std::string cluster_etcd(const json& ipam) {
+  auto cluster = ipam.find("cluster");
+  return cluster != ipam.end() && cluster->is_object()
+             ? cluster->value("etcd", json::object()).dump()
+             : std::string();
 }
 
 // Prometheus text format: label values escaped, one sample per line.
@@ -295,22 +296,24 @@ RoundReport NodeAgent::round() {
   const auto start = Clock::now();
   RoundReport report;
   beaten_.clear();
-  std::map<std::string, std::string> networks;  // name -> a config that names it
-  std::map<std::string, json> keep;             // name -> its attachments with a record
+  std::map<std::string, json> networks;  // name -> a config that names it
+  std::map<std::string, json> keep;      // name -> its attachments with a record
   for (const auto& dir : config_.state_dirs) {
     reconcile_state_dir(dir, report, networks, keep);
   }
   // Files in networksDir win over the configs attachments were made with: they are what
   // the operator says the networks are now.
   read_networks_dir(report, networks);
-  for (const auto& [network, config] : networks) {
-    json doc = parse_json(config);
-    if (uses_rdmanet_ipam(doc)) {
-      // What rdmanet still holds a record of is its own to release (with its teardown,
-      // after the grace period), not the IPAM reclaim rule's.
-      doc["rdmanetKeep"] = keep.count(network) ? keep[network] : json::array();
-      reconcile_ipam(network, doc.dump(), report);
+  for (auto& [network, doc] : networks) {
+    const json* ipam = rdmanet_ipam_section(doc);
+    if (ipam == nullptr) {
+      continue;
     }
+    const std::string etcd = cluster_etcd(*ipam);
+    // What rdmanet still holds a record of is its own to release (with its teardown,
+    // after the grace period), not the IPAM reclaim rule's.
+    doc["rdmanetKeep"] = keep.count(network) ? keep[network] : json::array();
+    reconcile_ipam(network, doc.dump(), etcd, report);
   }
   report.duration_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (const auto& [reason, n] : report.torn_down) {
@@ -338,8 +341,7 @@ RoundReport NodeAgent::round() {
   return report;
 }
 
-void NodeAgent::read_networks_dir(RoundReport& report,
-                                  std::map<std::string, std::string>& networks) {
+void NodeAgent::read_networks_dir(RoundReport& report, std::map<std::string, json>& networks) {
   if (config_.networks_dir.empty()) {
     return;
   }
@@ -364,13 +366,14 @@ void NodeAgent::read_networks_dir(RoundReport& report,
     auto text = read_file(config_.networks_dir + "/" + name, 1 << 20);
     json doc = text && *text ? parse_json(**text) : json();
     if (doc.is_object() && doc.value("name", json()).is_string()) {
-      networks[doc["name"].get<std::string>()] = **text;
+      std::string network = doc["name"].get<std::string>();
+      networks[network] = std::move(doc);
     }
   }
 }
 
 void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
-                                    std::map<std::string, std::string>& networks,
+                                    std::map<std::string, json>& networks,
                                     std::map<std::string, json>& keep) {
   StateStore store(dir);
   auto listing = store.list_all();
@@ -388,8 +391,10 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
   OrphanBook book(dir);
   const long long now = unix_now();
   for (const auto& record : listing->records) {
-    if (json doc = parse_json(record.config); doc.is_object()) {
-      networks.try_emplace(record.network, record.config);
+    if (networks.count(record.network) == 0) {  // one config per network is enough
+      if (json doc = parse_json(record.config); doc.is_object()) {
+        networks.emplace(record.network, std::move(doc));
+      }
     }
     const std::string key = store.path_of(record.id());
     keep[record.network].push_back(
@@ -429,14 +434,13 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
 }
 
 void NodeAgent::reconcile_ipam(const std::string& network, const std::string& config,
-                               RoundReport& report) {
+                               const std::string& etcd, RoundReport& report) {
   auto binary = cni::find_plugin("rdmanet-ipam", config_.cni_path);
   std::vector<std::string> args = {"reconcile"};
   // Cluster mode, kept light for etcd at a thousand nodes: one heartbeat per etcd per
   // round, lasting three rounds (an etcd lease), whatever the number of networks (rails);
   // the cluster-wide listing of silent owners (every block and heartbeat of the network)
   // every kSilentEvery rounds only.
-  const std::string etcd = cluster_etcd(parse_json(config));
   if (!etcd.empty() && beaten_.insert(etcd).second) {
     args.push_back("--heartbeat-ttl");
     args.push_back(std::to_string(3 * std::max<long long>(1, config_.interval.count())));
@@ -519,23 +523,21 @@ std::string NodeAgent::metrics() const {
   m.sample("rdmanet_orphan_teardowns_total", {{"reason", "netns-gone"}},
            static_cast<double>(
                torn_down_total_.count("netns-gone") ? torn_down_total_.at("netns-gone") : 0));
+  using Pool = RoundReport::Pool;
+  auto per_pool = [&](const char* name, double (*value)(const Pool&)) {
+    for (const auto& p : last_.pools) {
+      m.sample(name, {{"network", p.network}, {"range_set", p.range_set}}, value(p));
+    }
+  };
   m.family("rdmanet_ipam_pool_size_addresses", "gauge",
            "Addresses a range set can hand out (cluster mode: in the node's blocks).");
-  for (const auto& p : last_.pools) {
-    m.sample("rdmanet_ipam_pool_size_addresses",
-             {{"network", p.network}, {"range_set", p.range_set}}, p.size);
-  }
+  per_pool("rdmanet_ipam_pool_size_addresses", [](const Pool& p) { return p.size; });
   m.family("rdmanet_ipam_pool_used_addresses", "gauge", "Addresses leased in a range set.");
-  for (const auto& p : last_.pools) {
-    m.sample("rdmanet_ipam_pool_used_addresses",
-             {{"network", p.network}, {"range_set", p.range_set}}, static_cast<double>(p.used));
-  }
+  per_pool("rdmanet_ipam_pool_used_addresses",
+           [](const Pool& p) { return static_cast<double>(p.used); });
   m.family("rdmanet_ipam_pool_free_addresses", "gauge", "Addresses still free in a range set.");
-  for (const auto& p : last_.pools) {
-    m.sample("rdmanet_ipam_pool_free_addresses",
-             {{"network", p.network}, {"range_set", p.range_set}},
-             std::max(0.0, p.size - static_cast<double>(p.used)));
-  }
+  per_pool("rdmanet_ipam_pool_free_addresses",
+           [](const Pool& p) { return std::max(0.0, p.size - static_cast<double>(p.used)); });
   m.family("rdmanet_ipam_blocks_held", "gauge",
            "Cluster mode: address blocks this node holds, per range set.");
   for (const auto& p : last_.pools) {

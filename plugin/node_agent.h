@@ -85,10 +85,12 @@ class NodeAgent {
 
  private:
   void reconcile_state_dir(const std::string& dir, RoundReport& report,
-                           std::map<std::string, std::string>& networks,
+                           std::map<std::string, nlohmann::json>& networks,
                            std::map<std::string, nlohmann::json>& keep);
-  void read_networks_dir(RoundReport& report, std::map<std::string, std::string>& networks);
-  void reconcile_ipam(const std::string& network, const std::string& config, RoundReport& report);
+  void read_networks_dir(RoundReport& report, std::map<std::string, nlohmann::json>& networks);
+  // `etcd`: the network's cluster-mode etcd (cluster_etcd), "" in node mode.
+  void reconcile_ipam(const std::string& network, const std::string& config,
+                      const std::string& etcd, RoundReport& report);
 
   AgentConfig config_;
   RoundReport last_;
