@@ -15,6 +15,7 @@
 #include "base/json_fields.h"
 #include "cni/log.h"
 #include "cni/skel.h"
+#include "cni/subcommand.h"
 #include "cni/validate.h"
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
@@ -325,34 +326,48 @@ int cluster_main(const std::vector<std::string>& args) {
 }  // namespace
 }  // namespace rdmanet::ipam
 
+namespace {
+
+// The operator's command lines: a bug (or no memory) is a message and status 1, not an
+// abort. (CNI calls are guarded the same way inside plugin_main.)
+template <typename Command>
+int guarded(const char* what, Command command, const std::vector<std::string>& args) {
+  try {
+    return command(args);
+  } catch (const std::exception& e) {
+    std::cerr << "rdmanet-ipam " << what << ": internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+// Checks the ipam sections of type rdmanet-ipam in example and deployment configs.
+int validate(const std::vector<std::string>& files) {
+  rdmanet::cni::Validator validator{"rdmanet-ipam", rdmanet::cni::ValidateWhat::kIpamType,
+                                    [](const rdmanet::cni::NetConf& conf) -> rdmanet::Status {
+                                      TRY(rdmanet::ipam::parse_ipam_config(conf.ipam));
+                                      return rdmanet::ok_status();
+                                    }};
+  return rdmanet::cni::validate_main(validator, files, std::cout);
+}
+
+const rdmanet::cni::Subcommand kSubcommands[] = {
+    {"validate", "FILE...", "check the rdmanet-ipam sections of configs", validate},
+    {"reconcile", "[--heartbeat-ttl S] [--list-silent] CONFIG",
+     "reclaim stranded leases; pool usage",
+     [](const auto& args) {
+       rdmanet::cni::init_logging("rdmanet-ipam");  // stderr: stdout carries the report
+       return guarded("reconcile", rdmanet::ipam::reconcile_main, args);
+     }},
+    {"cluster", "blocks|reclaim-node CONFIG ...", "cluster mode: address blocks in etcd",
+     [](const auto& args) { return guarded("cluster", rdmanet::ipam::cluster_main, args); }},
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "cluster") {
-    // The operator's command line: a bug (or no memory) is a message and status 1, not an
-    // abort. (CNI calls are guarded the same way inside plugin_main.)
-    try {
-      return rdmanet::ipam::cluster_main({argv + 2, argv + argc});
-    } catch (const std::exception& e) {
-      std::cerr << "rdmanet-ipam cluster: internal error: " << e.what() << "\n";
-      return 1;
-    }
-  }
-  if (argc >= 2 && std::string(argv[1]) == "reconcile") {
-    rdmanet::cni::init_logging("rdmanet-ipam");  // stderr: stdout carries the report
-    try {
-      return rdmanet::ipam::reconcile_main({argv + 2, argv + argc});
-    } catch (const std::exception& e) {
-      std::cerr << "rdmanet-ipam reconcile: internal error: " << e.what() << "\n";
-      return 1;
-    }
-  }
-  if (argc >= 2 && std::string(argv[1]) == "validate") {
-    // Checks the ipam sections of type rdmanet-ipam in example and deployment configs.
-    rdmanet::cni::Validator validator{"rdmanet-ipam", rdmanet::cni::ValidateWhat::kIpamType,
-                                      [](const rdmanet::cni::NetConf& conf) -> rdmanet::Status {
-                                        TRY(rdmanet::ipam::parse_ipam_config(conf.ipam));
-                                        return rdmanet::ok_status();
-                                      }};
-    return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);
+  if (auto status = rdmanet::cni::run_subcommand("rdmanet-ipam", kSubcommands, {argv, argv + argc},
+                                                 std::cout, std::cerr)) {
+    return *status;
   }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet-ipam";

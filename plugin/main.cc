@@ -7,8 +7,10 @@
 // its DEL and serves metrics (plugin/node_agent.h).
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cni/skel.h"
+#include "cni/subcommand.h"
 #include "cni/validate.h"
 #include "plugin/commands.h"
 #include "plugin/conf.h"
@@ -32,14 +34,14 @@ rdmanet::Status check_conf(const rdmanet::cni::NetConf& net) {
   return loaded ? rdmanet::ok_status() : rdmanet::Status(std::move(loaded).error());
 }
 
-int rdma_netns_mode(int argc, char** argv) {
+int rdma_netns_mode(const std::vector<std::string>& args) {
   using rdmanet::rdma::kNetnsModeNames;
   using rdmanet::rdma::NetnsMode;
   std::optional<NetnsMode> want;
-  if (argc == 3) {
-    want = rdmanet::value_of(kNetnsModeNames, argv[2]);
+  if (args.size() == 1) {
+    want = rdmanet::value_of(kNetnsModeNames, args[0]);
   }
-  if (argc > 3 || (argc == 3 && !want)) {
+  if (args.size() > 1 || (args.size() == 1 && !want)) {
     std::cerr << "usage: rdmanet rdma-netns-mode [shared|exclusive]\n";
     return 2;
   }
@@ -59,25 +61,29 @@ int rdma_netns_mode(int argc, char** argv) {
   return 0;
 }
 
+int validate(const std::vector<std::string>& files) {
+  rdmanet::cni::Validator validator{"rdmanet", rdmanet::cni::ValidateWhat::kPluginType, check_conf};
+  return rdmanet::cni::validate_main(validator, files, std::cout);
+}
+
+const rdmanet::cni::Subcommand kSubcommands[] = {
+    {"validate", "FILE...", "check NetworkAttachmentDefinitions and CNI configs", validate},
+    {"rdma-netns-mode", "[shared|exclusive]", "show or set the node's RDMA netns mode",
+     rdma_netns_mode},
+    {"state", "list|forget ...", "the attachment records DEL reads",
+     [](const auto& args) { return rdmanet::plugin::state_main(args, std::cout, std::cerr); }},
+    {"topology", "[--json] [--sysfs-root DIR]", "the node's RDMA NICs, GPUs nearest to each",
+     [](const auto& args) { return rdmanet::plugin::topology_main(args, std::cout, std::cerr); }},
+    {"node-agent", "[OPTIONS]", "tear down what missed its DEL, serve metrics",
+     rdmanet::plugin::node_agent_main},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "validate") {
-    rdmanet::cni::Validator validator{"rdmanet", rdmanet::cni::ValidateWhat::kPluginType,
-                                      check_conf};
-    return rdmanet::cni::validate_main(validator, {argv + 2, argv + argc}, std::cout);
-  }
-  if (argc >= 2 && std::string(argv[1]) == "rdma-netns-mode") {
-    return rdma_netns_mode(argc, argv);
-  }
-  if (argc >= 2 && std::string(argv[1]) == "topology") {
-    return rdmanet::plugin::topology_main({argv + 2, argv + argc}, std::cout, std::cerr);
-  }
-  if (argc >= 2 && std::string(argv[1]) == "node-agent") {
-    return rdmanet::plugin::node_agent_main({argv + 2, argv + argc});
-  }
-  if (argc >= 2 && std::string(argv[1]) == "state") {
-    return rdmanet::plugin::state_main({argv + 2, argv + argc}, std::cout, std::cerr);
+  if (auto status = rdmanet::cni::run_subcommand("rdmanet", kSubcommands, {argv, argv + argc},
+                                                 std::cout, std::cerr)) {
+    return *status;
   }
   rdmanet::cni::Plugin plugin;
   plugin.name = "rdmanet";
