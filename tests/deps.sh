@@ -2,14 +2,17 @@
 # Installs what building and testing rdmanet needs, from Debian's packages.
 # Idempotent: does nothing when everything is already installed.
 # Usage: tests/deps.sh [build|test|all]   (default: all)
+#   build: what compiling the two node binaries needs (deploy/Containerfile's build stage)
+#   test:  what the test tiers run (compilers for the tests, linters, peers, podman, the
+#          image and cross-build tiers' tools)
 set -eu
 
 build_pkgs="cmake ninja-build g++ pkg-config libnl-3-dev libnl-route-3-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev linux-libc-dev clang-format clang-tidy"
-test_pkgs="iproute2 iputils-ping tcpdump containernetworking-plugins binutils procps time podman runc busybox-static strace
+  libspdlog-dev libfmt-dev libssl-dev linux-libc-dev binutils"
+test_pkgs="libgtest-dev libgmock-dev clang-format clang-tidy iproute2 iputils-ping tcpdump containernetworking-plugins binutils procps time podman runc busybox-static strace
   python3 python3-yaml clang libclang-rt-14-dev etcd-server etcd-client openssl
   containerd python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
-  python3-prometheus-client"
+  python3-prometheus-client debootstrap g++-aarch64-linux-gnu qemu-user-static"
 
 case "${1:-all}" in
   build) pkgs="$build_pkgs" ;;

@@ -52,29 +52,8 @@ if [ -n "$missing" ]; then
 fi
 
 # --- which mirror --------------------------------------------------------------
-# Reuse the Debian mirror the host's own sources use (never hard-code one):
-# the first URI that serves the host's release codename. Understands both the
-# deb822 *.sources format and one-line sources.list entries.
-host_mirror() {
-    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        # deb822 stanzas are separated by blank lines; print "URI suites..." per stanza.
-        awk -v cn="$codename" '
-            /^[[:space:]]*$/ { if (u != "" && s ~ ("(^| )" cn "( |$)")) { print u; exit } u = ""; s = ""; next }
-            tolower($1) == "uris:"   { u = $2 }
-            tolower($1) == "suites:" { $1 = ""; s = $0 " " }
-            END { if (u != "" && s ~ ("(^| )" cn "( |$)")) print u }' "$f"
-    done
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        # deb [opts] URI suite comp...
-        sed -e 's/\[[^]]*\]//' "$f" | awk -v cn="$codename" '$1 == "deb" && $3 == cn { print $2 }'
-    done
-}
-MIRROR=$(host_mirror | head -n1)
-[ -n "$MIRROR" ] || die "no Debian mirror for this release found in /etc/apt/sources*"
-MIRROR=${MIRROR%/}
+# The Debian mirror the host's own sources use (never a hard-coded one).
+MIRROR=$("$(dirname "$0")/../debian_mirror.sh") || die "no Debian mirror for this release found in /etc/apt/sources*"
 
 # --- private APT -------------------------------------------------------------------
 APTDIR=$CACHE/apt
