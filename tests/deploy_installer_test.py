@@ -171,6 +171,48 @@ with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
     r = subprocess.run(["sh", install, "--check"], env=nenv, capture_output=True, text=True)
     check(r.returncode != 0, "--check fails after the Secret was rotated")
 
+    # Uninstall with an attachment left: the binaries (and the node files cluster-mode DEL
+    # reads) stay for its DEL; the default config goes at once; the state dir always stays.
+    check(subprocess.run(["sh", install, "--once"], env=nenv).returncode == 0
+          and os.path.exists(conf), "reinstall before uninstalling under a pod")
+    os.makedirs(os.path.join(state, "rail0"), exist_ok=True)
+    os.makedirs(os.path.join(state, ".agent"), exist_ok=True)
+    record = os.path.join(state, "rail0", "c1.6e657431.json")
+    open(record, "w").close()
+    open(os.path.join(state, ".agent", "orphans.json"), "w").close()
+    r = subprocess.run(["sh", install, "--uninstall"], env=nenv, capture_output=True, text=True)
+    check(r.returncode == 3, f"--uninstall exits 3 while an attachment is left (rc {r.returncode})")
+    check(sorted(os.listdir(binDir)) == ["rdmanet", "rdmanet-ipam"]
+          and os.path.exists(env["NODE_NAME_FILE"]) and os.path.exists(key),
+          "--uninstall keeps the binaries and the node files for the attachment's DEL")
+    check("1 attachment(s) still on this node" in r.stderr, f"--uninstall says why: {r.stderr.strip()}")
+    check(not os.path.exists(conf), "--uninstall removes the default config at once")
+    ulog = open(os.path.join(tmp, "uninstall.log"), "w+")
+    p = subprocess.Popen(["sh", install], env=dict(nenv, UNINSTALL="true"),
+                         stdout=subprocess.DEVNULL, stderr=ulog)
+    time.sleep(1)
+    r = subprocess.run(["sh", install, "--check"], env=dict(nenv, UNINSTALL="true"))
+    check(r.returncode != 0 and os.listdir(binDir), "UNINSTALL=true waits (not ready) while "
+          "an attachment is left")
+    os.unlink(record)
+    deadline = time.time() + 30  # it looks every 5 s
+    while time.time() < deadline and os.listdir(binDir):
+        time.sleep(0.2)
+    gone = (os.listdir(binDir) == [] and not os.path.exists(env["NODE_NAME_FILE"])
+            and not os.path.exists(key))
+    check(gone, "after the last DEL it removes binaries and node files")
+    if not gone:
+        ulog.seek(0)
+        print(ulog.read())
+    check(os.path.isdir(os.path.join(state, ".agent")), "the state dir and the agent's own stay")
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=5)
+        check(True, "the uninstalling installer ends on SIGTERM")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        check(False, "the uninstalling installer ends on SIGTERM")
+
     # Control: an in-place copy is visibly non-atomic to the same reader.
     with open(dest, "wb") as f:
         f.write(old)

@@ -49,5 +49,22 @@ out=$(sh "$prep" --root "$root" 2>&1) && ok "exits 0 without ib_core" || bad "fa
 echo "$out" | grep -q "ib_core not loaded" && ok "says ib_core is not loaded" || bad "no-ib_core message: $out"
 sh "$prep" --bogus >/dev/null 2>&1 && bad "accepts an unknown option" || ok "rejects an unknown option"
 
+# --live switches through the image's rdmanet (RDMA netlink; this machine has no RDMA, so
+# a stand-in binary records the call and answers as the kernel would).
+mkdir -p "$root/sys/module/ib_core/parameters"
+echo 1 >"$root/sys/module/ib_core/parameters/netns_mode"
+fake="$root/rdmanet"
+printf '#!/bin/sh\necho "$*" >>"%s/calls"\n[ "$#" -eq 1 ] && { echo shared; exit 0; }\n[ -e "%s/busy" ] && { echo "set RDMA netns mode: Device or resource busy" >&2; exit 1; }\necho "$2"\n' "$root" "$root" >"$fake"
+chmod +x "$fake"
+out=$(RDMANET=$fake sh "$prep" --root "$root" --exclusive --live 2>&1)
+grep -qx "rdma-netns-mode exclusive" "$root/calls" && ok "--live asks rdmanet rdma-netns-mode exclusive" || bad "--live calls: $(cat "$root/calls" 2>&1)"
+echo "$out" | grep -q "switched to exclusive netns mode now" && ok "--live reports the switch" || bad "--live: $out"
+echo "$out" | grep -q "rdma netns mode (netlink): shared" && ok "reports the kernel's mode over netlink" || bad "netlink mode: $out"
+touch "$root/busy"
+out=$(RDMANET=$fake sh "$prep" --root "$root" --exclusive --live 2>&1) && ok "a refused live switch still exits 0" || bad "refused switch failed node-prep"
+echo "$out" | grep -q "live switch to exclusive refused (set RDMA netns mode: Device or resource busy" && ok "names the kernel's refusal" || bad "refusal: $out"
+out=$(RDMANET=/nonexistent sh "$prep" --root "$root" --exclusive --live 2>&1)
+echo "$out" | grep -q "no rdmanet binary at /nonexistent" && ok "says when the binary is missing" || bad "missing binary: $out"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

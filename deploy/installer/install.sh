@@ -17,9 +17,10 @@
 #   --once       install and exit (tests, one-shot jobs)
 #   --check      exit 0 only if the installed files equal the shipped ones
 #                (the DaemonSet's readiness probe)
-#   --uninstall  remove what install put there (binaries, default config);
-#                the state directory is left alone: pods still running need it
-#                for their DEL
+#   --uninstall  remove what install put there: the default config at once; the
+#                binaries, the node name and the etcd client files once the node
+#                has no attachment left (exit 3 while it has: the pods' DEL needs
+#                the binaries). The state directory is always left alone.
 #
 # Environment (host paths as seen inside the container):
 #   SRC_DIR          where the image keeps the binaries  (/opt/rdmanet/bin)
@@ -36,7 +37,8 @@
 #                    its ca.crt, tls.crt and tls.key, when present, are
 #                    installed 0600 into ETCD_TLS_DIR (0700) for cluster mode
 #   ETCD_TLS_DIR     (/host/etc/rdmanet/etcd)
-#   UNINSTALL        "true": the default mode removes instead of installing,
+#   UNINSTALL        "true": the default mode uninstalls instead of installing,
+#                    waiting for the node's attachments to be deleted first,
 #                    then idles (cluster-wide uninstall: set it on the
 #                    DaemonSet, wait for the rollout, then delete it)
 set -eu
@@ -142,14 +144,35 @@ reinstall_if_changed() {
   check_all 2>/dev/null || install_all
 }
 
+# The attachment records on this node (<state>/<network>/<id>.json; not the node agent's
+# own dot directory): each is a pod whose DEL still needs the binaries.
+attachments() {
+  find "$STATE_DIR" -mindepth 2 -maxdepth 2 -name '*.json' ! -path "$STATE_DIR/.*" 2>/dev/null | wc -l
+}
+
+# Returns 3 (and removes only the default config) while attachments remain.
 uninstall_all() {
+  if [ -n "$DEFAULT_CONFIG" ]; then
+    rm -f "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")"
+  fi
+  n=$(attachments)
+  if [ "$n" -gt 0 ]; then
+    log "$n attachment(s) still on this node (records in $STATE_DIR): binaries kept for their DEL"
+    return 3
+  fi
   for b in $BINARIES; do
     rm -f "$CNI_BIN_DIR/$b"
     log "removed $CNI_BIN_DIR/$b"
   done
-  if [ -n "$DEFAULT_CONFIG" ]; then
-    rm -f "$CNI_CONF_DIR/$(basename "$DEFAULT_CONFIG")"
-  fi
+  rm -f "$NODE_NAME_FILE"
+  for f in $ETCD_TLS_FILES; do
+    [ ! -f "$ETCD_TLS_SRC/$f" ] || rm -f "$ETCD_TLS_DIR/$f"
+  done
+  return 0
+}
+
+uninstalled() {
+  for b in $BINARIES; do [ ! -e "$CNI_BIN_DIR/$b" ] || return 1; done
 }
 
 idle() {
@@ -164,8 +187,16 @@ idle() {
 
 if [ "${UNINSTALL:-}" = true ]; then
   case "${1:-}" in
-    --check) for b in $BINARIES; do [ ! -e "$CNI_BIN_DIR/$b" ] || exit 1; done; exit 0 ;;
-    "") uninstall_all; idle true ;;
+    --check) uninstalled; exit $? ;;
+    "")
+      # Every few seconds until the last attachment's DEL came, then idle.
+      trap 'exit 0' TERM INT
+      until uninstall_all; do
+        sleep 5 &
+        wait $!
+      done
+      idle true
+      ;;
   esac
 fi
 

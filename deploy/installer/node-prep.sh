@@ -19,6 +19,8 @@
 #   --live        also try to switch the running kernel now, whatever --root
 #                 is (needs the host network namespace and CAP_NET_ADMIN;
 #                 failure is reported, not fatal)
+# Env: RDMANET   the rdmanet binary that reads and switches the mode over RDMA
+#                netlink (default: the image's, /opt/rdmanet/bin/rdmanet)
 # Without --exclusive/--shared it only reports. Always exits 0 after a report,
 # so a node where the switch is pending still gets the plugin installed; a NAD
 # with rdmaIsolation "required" refuses pods there with a clear error instead.
@@ -26,6 +28,7 @@ set -eu
 
 root=/
 want=""
+RDMANET=${RDMANET:-/opt/rdmanet/bin/rdmanet}
 live=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -70,12 +73,12 @@ case $want in
 esac
 
 if [ "$live" = 1 ] && [ -n "$want" ] && [ "$(current_mode)" != "$want" ]; then
-  if ! command -v rdma >/dev/null; then
-    log "--live: no rdma tool (iproute2) here"
-  elif rdma system set netns "$want" 2>/dev/null; then
+  if [ ! -x "$RDMANET" ]; then
+    log "--live: no rdmanet binary at $RDMANET"
+  elif err=$("$RDMANET" rdma-netns-mode "$want" 2>&1 >/dev/null); then
     log "switched to $want netns mode now"
   else
-    log "live switch to $want refused (EBUSY while any other netns exists, i.e. any pod): pending until reboot"
+    log "live switch to $want refused ($err; EBUSY while any other netns exists, i.e. any pod): pending until reboot"
   fi
 fi
 
@@ -84,8 +87,9 @@ mode=$(current_mode)
 pending=shared
 [ -f "$conf" ] && pending=exclusive
 log "netns mode: $mode (configured for next boot: $pending)"
-if [ -z "$root" ] && command -v rdma >/dev/null; then
-  rdma system show 2>&1 | sed 's/^/rdmanet-node-prep: rdma system: /' >&2 || true
+if [ -x "$RDMANET" ]; then
+  # The kernel's own answer over RDMA netlink (this network namespace's view).
+  log "rdma netns mode (netlink): $("$RDMANET" rdma-netns-mode 2>&1 || true)"
 fi
 found=0
 for dev in "$sys"/class/infiniband/*; do
