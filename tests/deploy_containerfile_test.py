@@ -62,7 +62,8 @@ while cmake_dirs:
         needed.add(path)
         cmake_dirs.append(path)
 for d in [x for x in needed if os.path.isdir(os.path.join(root, x))]:
-    for dirpath, _, files in os.walk(os.path.join(root, d)):
+    for dirpath, dirs, files in os.walk(os.path.join(root, d)):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]  # Python's caches: not build inputs
         for f in files:
             if not f.endswith(".md"):  # documentation is not a build input
                 needed.add(os.path.relpath(os.path.join(dirpath, f), root))

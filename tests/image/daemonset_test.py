@@ -232,13 +232,13 @@ def main():
             run_node(podman, node, knode, pod, base_dir, ds, tag, t0)
         finally:
             pod.stop()
+            # Whatever a failure left running (containers are named after the test's pods).
+            for name in podman("ps", "-a", "--format", "{{.Names}}", check=False).stdout.split():
+                if name.startswith(f"rdmanet-{tag}-"):
+                    podman("rm", "-f", name, check=False)
         restarts = {f"{p.name}/{c}": s.restarts for p in PODS for c, s in p.states.items()
                     if s.restarts}
         check(not restarts, "no container was restarted by its liveness probe", str(restarts))
-            podman("rm", "-f", "--filter", f"label=rdmanet-test-pod", check=False)
-            for p in podman("ps", "-a", "--format", "{{.Names}}", check=False).stdout.split():
-                if p.startswith(f"rdmanet-{tag}-"):
-                    podman("rm", "-f", p, check=False)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
