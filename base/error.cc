@@ -17,4 +17,28 @@ Error sys_error(const std::string& what, int err) {
   return e;
 }
 
+bool is_transient(const Error& error) {
+  switch (error.sys_errno()) {
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case ENOLCK:
+    case EIO:
+    case EINTR:
+    case EAGAIN:
+    case ENOSPC:
+    case ENOBUFS:
+    case EDQUOT:
+      return true;
+    default:
+      return error.kind() == ErrorKind::kTryAgainLater;
+  }
+}
+
+Error io_error(const std::string& what, int err) {
+  Error e(ErrorKind::kIo, what + ": " + std::strerror(err));
+  e.sys_errno_ = err;
+  return e;
+}
+
 }  // namespace rdmanet

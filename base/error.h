@@ -76,12 +76,27 @@ class Error {
   int delegated_code_ = 0;
   int sys_errno_ = 0;
   friend Error sys_error(const std::string& what, int err);
+  // The same for a file operation: always kIo (5), "<what>: <strerror(err)>".
+  Error io_error(const std::string& what, int err);
+
+  // Whether an error says nothing about what is there, only that the call could not look
+  // now (out of descriptors, memory or locks, an I/O error, a lock still held): the same call
+  // may work later. Callers that skip what they find odd never skip these.
+  bool is_transient(const Error& error);
+  friend Error io_error(const std::string& what, int err);
 };
 
 // Builds an error for a failed system call: "<what>: <strerror(err)>", with
 // the kind chosen from errno (ENOENT/ENODEV -> device not found, EBUSY ->
 // busy, otherwise kernel).
 Error sys_error(const std::string& what, int err);
+// The same for a file operation: always kIo (5), "<what>: <strerror(err)>".
+Error io_error(const std::string& what, int err);
+
+// Whether an error says nothing about what is there, only that the call could not look
+// now (out of descriptors, memory or locks, an I/O error, a lock still held): the same call
+// may work later. Callers that skip what they find odd never skip these.
+bool is_transient(const Error& error);
 
 // Either a value or an Error. Like std::expected (C++23), kept minimal.
 template <class T>

@@ -5,6 +5,7 @@
 // keep a lock order), and a forked child must close the descriptor (netns_sysfs does).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "base/error.h"
@@ -17,6 +18,10 @@ class FileLock {
   // Opens (creating it 0600, never through a symlink) and locks `path`, waiting as long as
   // another process holds it.
   static Expected<FileLock> acquire(const std::string& path);
+  // The same, waiting at most `limit`: then kTryAgainLater (11) naming the lock. For locks
+  // whose holder does something slow or unbounded.
+  static Expected<FileLock> acquire_within(const std::string& path,
+                                           std::chrono::milliseconds limit);
 
   FileLock() = default;
 

@@ -14,10 +14,6 @@ namespace rdmanet {
 
 namespace {
 
-Error io_error(const std::string& what, int err) {
-  return Error(ErrorKind::kIo, what + ": " + std::strerror(err));
-}
-
 Status make_directory(const std::string& path, mode_t mode) {
   if (::mkdir(path.c_str(), mode) == 0) {
     // mkdir's mode is filtered by the umask; the caller asked for exactly this one.
@@ -30,7 +26,10 @@ Status make_directory(const std::string& path, mode_t mode) {
     return io_error("create directory " + path, errno);
   }
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) {
+    return io_error("stat " + path, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
     return Error(ErrorKind::kIo, path + " exists and is not a directory");
   }
   return ok_status();
@@ -72,6 +71,21 @@ Status make_directories(const std::string& path, mode_t mode) {
   return make_directory(path, mode);
 }
 
+int write_all(int fd, std::string_view data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return errno;
+    }
+    off += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode) {
   std::string tmp = path + ".tmp";
   // A leftover from a crash may be read-only to us; O_EXCL also refuses a symlink.
@@ -90,16 +104,8 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
   if (::fchmod(fd.get(), mode) != 0) {
     return fail("chmod", errno);
   }
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return fail("write", errno);
-    }
-    off += static_cast<size_t>(n);
+  if (int err = write_all(fd.get(), data); err != 0) {
+    return fail("write", err);
   }
   if (::fsync(fd.get()) != 0) {
     return fail("sync", errno);

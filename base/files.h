@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -23,6 +24,10 @@ Status make_directories(const std::string& path, mode_t mode);
 // user, or writable by group or others. For the directories whose files
 // rdmanet trusts on DEL (state, IPAM store).
 Status check_private_directory(const std::string& path);
+
+// Writes all of `data` to `fd`, going on after short writes and EINTR; returns 0, or the
+// errno of the write that failed.
+int write_all(int fd, std::string_view data);
 
 // Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly
 // `mode`, fsyncs it, renames it over `path` and fsyncs the directory (best

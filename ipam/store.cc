@@ -18,10 +18,6 @@ namespace {
 
 constexpr const char* kTmpPrefix = ".tmp-";
 
-Error io_error(const std::string& what, int err) {
-  return {ErrorKind::kIo, what + ": " + std::strerror(err)};
-}
-
 int open_dir(int at, const char* name) {
   return openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }

@@ -5,6 +5,7 @@
 #include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/sysfs.h"
+#include "plugin/pod_info.h"
 
 namespace rdmanet::plugin {
 
@@ -279,6 +280,11 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
   TRY(check_absolute_path(conf.state_dir, "stateDir", ErrorKind::kInvalidConfig));
   if (!conf.pod_info_dir.empty()) {
     TRY(check_absolute_path(conf.pod_info_dir, "podInfoDir", ErrorKind::kInvalidConfig));
+  }
+  if (!conf.pod_info_dir.empty() && !args.k8s_pod_uid.empty()) {
+    // Before anything is recorded: the pod files step must not be the first to find a bad
+    // UID or an untrusted podInfoDir, half way through ADD.
+    TRY(PodInfoStore(conf.pod_info_dir, conf.state_dir + "/locks").check(args.k8s_pod_uid));
   }
   TRY(check_absolute_path(conf.sysfs_root, "sysfsRoot", ErrorKind::kInvalidConfig));
   TRY(check_absolute_path(conf.configfs_root, "configfsRoot", ErrorKind::kInvalidConfig));

@@ -1,17 +1,22 @@
 #include "plugin/pod_info.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <sstream>
 
+#include "base/dir.h"
 #include "base/file_lock.h"
 #include "base/files.h"
+#include "base/hex.h"
 #include "base/json_fields.h"
 #include "netns/ip_address.h"
 
@@ -218,79 +223,164 @@ namespace {
 
 constexpr mode_t kReadableDir = 0755;  // pods read it through a hostPath volume
 constexpr mode_t kReadableFile = 0644;
+constexpr size_t kMaxEntry = 64 << 10;  // one rail's entry is well under 4 kB
+// The names rdmanet writes in <uid>/ (and the temporaries Dir::write makes of them).
+constexpr const char* kPodFiles[] = {"rails.json", "rdma.env"};
 
-Status check_pod_uid(const std::string& uid) {
+std::string entry_name(const RailKey& key) {
+  return bounded_name(key.container_id) + "." + hex(key.ifname) + ".json";
+}
+
+// Logs what the pod left that rdmanet does not use, or fails on a transient error (which
+// says nothing about what is there: the caller fails and a later call looks again).
+Status skip(const Error& why) {
+  if (is_transient(why)) {
+    return why;
+  }
+  spdlog::warn("pod files: skipped {}", why.msg());
+  return ok_status();
+}
+
+// The rail entries rdmanet wrote in rails/, newest per interface. Whatever else is there (a
+// stray file, a directory, a FIFO, a link, something huge or not a rail) is skipped and
+// logged.
+Expected<std::vector<json>> read_entries(const Dir& rails) {
+  std::map<std::string, std::pair<int64_t, json>> newest;
+  TRY_ASSIGN(auto names, rails.entries());
+  for (const auto& name : names) {
+    if (name[0] == '.' || name.size() <= 5 || name.substr(name.size() - 5) != ".json") {
+      if (name.find(".rdmanet-tmp") == std::string::npos) {
+        TRY(skip(Error(ErrorKind::kIo, rails.path() + "/" + name + ": not a rail entry's name")));
+      }
+      continue;
+    }
+    auto text = rails.read_own(name, kMaxEntry);
+    if (!text) {
+      TRY(skip(text.error()));
+      continue;
+    }
+    json rail = *text ? parse_json(**text) : json();
+    if (!rail.is_object() || !rail.contains("interface") || !rail["interface"].is_string()) {
+      TRY(skip(Error(ErrorKind::kIo, rails.path() + "/" + name + ": not a rail entry")));
+      continue;
+    }
+    const int64_t added = rail.value("addedAt", int64_t{0});
+    auto& slot = newest[rail["interface"].get<std::string>()];
+    if (slot.second.is_null() || added >= slot.first) {
+      slot = {added, std::move(rail)};
+    }
+  }
+  std::vector<json> out;
+  out.reserve(newest.size());
+  for (auto& [ifname, entry] : newest) {
+    entry.second.erase("addedAt");
+    out.push_back(std::move(entry.second));
+  }
+  return out;
+}
+
+// With no entry left: what rdmanet wrote in the pod's directory goes, then the directory
+// itself when nothing else is in it.
+Status remove_pod_files(const Dir& root, const Dir& pod, const std::string& uid) {
+  for (const char* file : kPodFiles) {
+    for (const std::string& name : {std::string(file), "." + std::string(file) + ".rdmanet-tmp"}) {
+      if (auto s = pod.remove(name); !s) {
+        TRY(skip(s.error()));  // a directory the pod made under the name, say
+      }
+    }
+  }
+  pod.remove_empty_dir("rails");
+  root.remove_empty_dir(uid);
+  return ok_status();
+}
+
+// rails.json and rdma.env from the entries in rails/ (none: the pod's files go).
+Status regenerate(const Dir& root, const Dir& pod, const Dir& rails, const std::string& uid) {
+  TRY_ASSIGN(std::vector<json> entries, read_entries(rails));
+  if (entries.empty()) {
+    return remove_pod_files(root, pod, uid);
+  }
+  json doc = pod_document(std::move(entries), uid);
+  TRY(pod.write("rails.json", doc.dump(2) + "\n", kReadableFile));
+  return pod.write("rdma.env", env_file(doc), kReadableFile);
+}
+
+Expected<Dir> trusted_root(const std::string& path) {
+  TRY_ASSIGN(auto root, Dir::open(path));
+  if (!root) {
+    return Error(ErrorKind::kIo, "podInfoDir " + path + " is not there");
+  }
+  TRY(check_private_directory(path));
+  return std::move(*root);
+}
+
+}  // namespace
+
+Status PodInfoStore::check(const std::string& uid) const {
   if (!is_pod_uid(uid)) {
     return Error(ErrorKind::kInvalidEnvironment,
                  "CNI_ARGS K8S_POD_UID " + in_quotes(uid) +
                      " is not a pod UID (1-64 letters, digits and '-')");
   }
-  return ok_status();
-}
-
-}  // namespace
-
-Status PodInfoStore::put(const std::string& uid, const std::string& ifname, const json& rail) {
-  TRY(check_pod_uid(uid));
-  TRY(make_directories(root_, kReadableDir));
-  TRY(check_private_directory(root_));
-  TRY_ASSIGN(auto lock, FileLock::acquire(root_ + "/.lock"));
-  const std::string rails = root_ + "/" + uid + "/rails";
-  TRY(make_directories(rails, kReadableDir));
-  TRY(write_file_atomically(rails + "/" + ifname + ".json", rail.dump(2) + "\n", kReadableFile));
-  return regenerate(uid);
-}
-
-Status PodInfoStore::remove(const std::string& uid, const std::string& ifname) {
-  TRY(check_pod_uid(uid));
   struct stat st {};
   if (::lstat(root_.c_str(), &st) != 0 && errno == ENOENT) {
-    return ok_status();  // nothing was ever written
+    return ok_status();  // put creates it
   }
-  TRY(check_private_directory(root_));
-  TRY_ASSIGN(auto lock, FileLock::acquire(root_ + "/.lock"));
-  const std::string file = root_ + "/" + uid + "/rails/" + ifname + ".json";
-  if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
-    return Error(ErrorKind::kIo, "remove " + file + ": " + std::strerror(errno));
-  }
-  return regenerate(uid);
+  return check_private_directory(root_).with_context("podInfoDir");
 }
 
-Status PodInfoStore::regenerate(const std::string& uid) {
-  const std::string dir = root_ + "/" + uid;
-  TRY_ASSIGN(auto names, directory_entries(dir + "/rails"));
-  std::vector<json> rails;
-  for (const auto& name : names) {
-    if (name.size() <= 5 || name.substr(name.size() - 5) != ".json") {
-      continue;  // a temporary of a write that failed
-    }
-    TRY_ASSIGN(auto text, read_file(dir + "/rails/" + name));
-    if (!text) {
-      continue;
-    }
-    json rail = parse_json(*text);
-    if (!rail.is_object()) {
-      return Error(ErrorKind::kState, dir + "/rails/" + name + " is not a rail entry");
-    }
-    rails.push_back(std::move(rail));
+Expected<FileLock> PodInfoStore::lock(const std::string& uid) const {
+  TRY(make_directories(lock_dir_, 0700));
+  return FileLock::acquire_within(lock_dir_ + "/pod-" + uid + ".lock", lock_wait_);
+}
+
+Status PodInfoStore::put(const RailKey& key, const json& rail) {
+  TRY(check(key.uid));
+  TRY(make_directories(root_, kReadableDir));
+  TRY_ASSIGN(Dir root, trusted_root(root_));
+  TRY_ASSIGN(auto lock, this->lock(key.uid));
+  TRY_ASSIGN(Dir pod, root.make_sub(key.uid, kReadableDir));
+  TRY_ASSIGN(Dir rails, pod.make_sub("rails", kReadableDir));
+  json entry = rail;
+  entry["addedAt"] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  entry["sandbox"] = key.container_id;
+  TRY(rails.write(entry_name(key), entry.dump(2) + "\n", kReadableFile));
+  return regenerate(root, pod, rails, key.uid);
+}
+
+Status PodInfoStore::remove(const RailKey& key) {
+  if (!is_pod_uid(key.uid)) {
+    return Error(ErrorKind::kState, "pod-info uid " + in_quotes(key.uid) + " is not a pod UID");
   }
-  if (rails.empty()) {
-    // The pod's last rail: its directory goes.
-    for (const char* file : {"/rails.json", "/rdma.env", "/rails.json.tmp", "/rdma.env.tmp"}) {
-      ::unlink((dir + file).c_str());
-    }
-    for (const auto& name : names) {
-      ::unlink((dir + "/rails/" + name).c_str());
-    }
-    ::rmdir((dir + "/rails").c_str());
-    if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
-      return Error(ErrorKind::kIo, "remove " + dir + ": " + std::strerror(errno));
-    }
-    return ok_status();
+  TRY_ASSIGN(auto root, Dir::open(root_));
+  if (!root) {
+    return ok_status();  // nothing was ever written
   }
-  json doc = pod_document(std::move(rails), uid);
-  TRY(write_file_atomically(dir + "/rails.json", doc.dump(2) + "\n", kReadableFile));
-  return write_file_atomically(dir + "/rdma.env", env_file(doc), kReadableFile);
+  if (auto trusted = check_private_directory(root_); !trusted) {
+    Error why = std::move(trusted).error();
+    return skip(why.context("podInfoDir: not touched"));
+  }
+  TRY_ASSIGN(auto lock, this->lock(key.uid));
+  auto pod = root->sub(key.uid);
+  if (!pod || !*pod) {
+    return pod ? ok_status() : skip(pod.error());
+  }
+  auto rails = (*pod)->sub("rails");
+  if (!rails) {
+    return skip(rails.error());
+  }
+  if (!*rails) {  // an ADD that stopped before its first entry
+    return remove_pod_files(*root, **pod, key.uid);
+  }
+  const std::string entry = entry_name(key);
+  for (const std::string& name : {entry, "." + entry + ".rdmanet-tmp"}) {
+    if (auto s = (*rails)->remove(name); !s) {
+      TRY(skip(s.error()));
+    }
+  }
+  return regenerate(*root, **pod, **rails, key.uid);
 }
 
 }  // namespace rdmanet::plugin

@@ -88,9 +88,14 @@ Status write_pod_info(Attachment& a, const cni::Result& ipam) {
     }
   }
   TRY(a.record(StepKind::kPodInfo, {{"root", root}, {"uid", uid}, {"interface", a.rec().ifname}}));
-  return PodInfoStore(root).put(uid, a.rec().ifname, rail);
+  return PodInfoStore(root, a.store().root() + "/locks")
+      .put({uid, a.rec().container_id, a.rec().ifname}, rail);
 }
 
+// Fails only when it could not look (is_transient: out of descriptors, a lock held too
+// long): the next DEL looks again. What the pod did to its files never keeps DEL from
+// finishing (the device and the address come home all the same): it is logged, naming the
+// pod.
 Status remove_pod_info(Attachment& a, const json& step) {
   std::string root;
   std::string uid;
@@ -99,16 +104,25 @@ Status remove_pod_info(Attachment& a, const json& step) {
   f.required_string("root", &root)
       .required_string("uid", &uid)
       .required_string("interface", &ifname);
-  TRY(f.status());
-  TRY(check_absolute_path(root, "pod-info.root", ErrorKind::kState));
-  if (!is_pod_uid(uid)) {
-    return Error(ErrorKind::kState, "pod-info.uid " + in_quotes(uid) + " is not a pod UID");
+  Status s = f.status();
+  if (s) {
+    s = check_absolute_path(root, "pod-info.root", ErrorKind::kState);
   }
-  if (ifname != a.rec().ifname) {
-    return Error(ErrorKind::kState, "pod-info.interface " + in_quotes(ifname) +
-                                        " is not the record's (" + a.rec().ifname + ")");
+  if (s && ifname != a.rec().ifname) {
+    s = Error(ErrorKind::kState, "pod-info.interface " + in_quotes(ifname) +
+                                     " is not the record's (" + a.rec().ifname + ")");
   }
-  return PodInfoStore(root).remove(uid, ifname);
+  if (s) {
+    s = PodInfoStore(root, a.store().root() + "/locks").remove({uid, a.rec().container_id, ifname});
+  }
+  if (!s && is_transient(s.error())) {
+    return s;
+  }
+  if (!s) {
+    spdlog::warn("pod files of {} not cleaned up (the attachment is undone all the same): {}",
+                 a.rec().holder(), s.error().msg());
+  }
+  return ok_status();
 }
 
 }  // namespace rdmanet::plugin

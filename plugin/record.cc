@@ -1,5 +1,7 @@
 #include "plugin/record.h"
 
+#include <algorithm>
+
 #include "base/json_fields.h"
 #include "netns/vf.h"
 
@@ -149,6 +151,18 @@ void order_for_undo(std::vector<StepRecord>& steps) {
       std::swap(steps[i], steps[i + 1]);
       ++i;
     }
+  }
+  // The address is released after the device it is on came home (or its macvlan child is
+  // deleted): never while the pod may still carry it, so never to the next pod meanwhile.
+  auto is_device_step = [](const StepRecord& s) {
+    return s.kind == StepKind::kNetdevMove || s.kind == StepKind::kMacvlan ||
+           s.kind == StepKind::kRdmaMove;
+  };
+  auto device = std::find_if(steps.begin(), steps.end(), is_device_step);
+  auto ipam = std::find_if(steps.begin(), steps.end(),
+                           [](const StepRecord& s) { return s.kind == StepKind::kIpam; });
+  if (device != steps.end() && ipam != steps.end() && ipam > device) {
+    std::rotate(device, ipam, ipam + 1);
   }
 }
 

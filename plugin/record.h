@@ -71,9 +71,11 @@ struct AttachmentId {
 };
 
 // Puts the steps in the order undo() takes them, last first, which is ADD's reversed but for
-// one pair: an InfiniBand device that went into the pod before its netdev (rdma-move with
+// two things: an InfiniBand device that went into the pod before its netdev (rdma-move with
 // beforeNetdev) also goes home before it, since moving it recreates its IPoIB netdev in
-// the netns it leaves, where the netdev's inverse then finds it.
+// the netns it leaves, where the netdev's inverse then finds it; and the IPAM release comes
+// after the device (netdev, RDMA device, macvlan child) is home or gone, so an address is
+// never released while the pod may still carry it. Ordering twice changes nothing.
 void order_for_undo(std::vector<StepRecord>& steps);
 
 struct AttachmentRecord {

@@ -127,18 +127,19 @@ TEST(Record, Version1FilesReadAsTheirSteps) {
   EXPECT_EQ(m->steps[1].kind, StepKind::kIpam);
 }
 
+std::vector<StepKind> kinds(const std::vector<StepRecord>& steps) {
+  std::vector<StepKind> out;
+  out.reserve(steps.size());
+  for (const auto& s : steps) {
+    out.push_back(s.kind);
+  }
+  return out;
+}
+
 // Undo takes the steps last first, except that an InfiniBand device that went in before
 // its netdev goes home before it too; a RoCE device (after its netdev) keeps the plain order,
 // and a record already put in undo order stays as it is.
 TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
-  auto kinds = [](const std::vector<StepRecord>& steps) {
-    std::vector<StepKind> out;
-    out.reserve(steps.size());
-    for (const auto& s : steps) {
-      out.push_back(s.kind);
-    }
-    return out;
-  };
   std::vector<StepRecord> ib = {{StepKind::kHoldDevice, {}},
                                 {StepKind::kVfGuids, {}},
                                 {StepKind::kRdmaMove, {{"beforeNetdev", true}}},
@@ -147,8 +148,8 @@ TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
                                 {StepKind::kIpam, {}}};
   order_for_undo(ib);
   const std::vector<StepKind> want = {StepKind::kHoldDevice, StepKind::kVfGuids,
-                                      StepKind::kNetdevMove, StepKind::kRdmaMove,
-                                      StepKind::kVfSettings, StepKind::kIpam};
+                                      StepKind::kIpam,       StepKind::kNetdevMove,
+                                      StepKind::kRdmaMove,   StepKind::kVfSettings};
   EXPECT_EQ(kinds(ib), want);
   order_for_undo(ib);
   EXPECT_EQ(kinds(ib), want) << "ordering twice (a DEL after a partial undo) changes nothing";
@@ -162,6 +163,33 @@ TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
   EXPECT_EQ(kinds(roce), (std::vector<StepKind>{StepKind::kNetdevMove, StepKind::kRdmaMove}));
   EXPECT_EQ(kinds(old), (std::vector<StepKind>{StepKind::kRdmaMove, StepKind::kNetdevMove}))
       << "a record without beforeNetdev is undone as it was written";
+}
+
+// The address goes after the device is home (undo pops from the back: the IPAM step sits
+// before the device steps), in both modes; what ADD took after IPAM is undone first.
+TEST(Record, TheAddressIsReleasedAfterTheDeviceIsHome) {
+  std::vector<StepRecord> netdev = {{StepKind::kHoldDevice, {}},
+                                    {StepKind::kNetdevMove, {}},
+                                    {StepKind::kVfSettings, {}},
+                                    {StepKind::kIpam, {}},
+                                    {StepKind::kSourceRouting, {}},
+                                    {StepKind::kSoftRoce, {}},
+                                    {StepKind::kRdmaMove, {{"beforeNetdev", false}}},
+                                    {StepKind::kPodInfo, {}}};
+  order_for_undo(netdev);
+  const std::vector<StepKind> want = {
+      StepKind::kHoldDevice,    StepKind::kIpam,     StepKind::kNetdevMove, StepKind::kVfSettings,
+      StepKind::kSourceRouting, StepKind::kSoftRoce, StepKind::kRdmaMove,   StepKind::kPodInfo};
+  EXPECT_EQ(kinds(netdev), want);
+  order_for_undo(netdev);
+  EXPECT_EQ(kinds(netdev), want) << "ordering twice changes nothing";
+  std::vector<StepRecord> macvlan = {{StepKind::kMacvlan, {}}, {StepKind::kIpam, {}}};
+  order_for_undo(macvlan);
+  EXPECT_EQ(kinds(macvlan), (std::vector<StepKind>{StepKind::kIpam, StepKind::kMacvlan}));
+  std::vector<StepRecord> home = {{StepKind::kHoldDevice, {}}, {StepKind::kIpam, {}}};
+  order_for_undo(home);
+  EXPECT_EQ(kinds(home), (std::vector<StepKind>{StepKind::kHoldDevice, StepKind::kIpam}))
+      << "with the device home already, nothing moves";
 }
 
 }  // namespace

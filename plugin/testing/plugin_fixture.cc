@@ -118,20 +118,21 @@ json Rdmanet::conf(const json& extra, const std::string& version) {
 
 std::string Rdmanet::cni_shell(const std::string& command, const std::string& container,
                                const std::string& pod, const json& config,
-                               const std::string& ifname) {
+                               const std::string& ifname, const std::string& pod_uid) {
   std::string input = dir_ + "/stdin-" + std::to_string(calls_++) + ".json";
   std::ofstream(input) << config.dump();
   std::string netns = pod.empty() ? "" : (pod[0] == '/' ? pod : "/run/netns/" + pod);
   return "CNI_COMMAND=" + command + " CNI_CONTAINERID='" + container + "' CNI_NETNS='" + netns +
          "' CNI_IFNAME='" + ifname + "' CNI_PATH='" + dir_ +
          "/bin' CNI_ARGS='IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-" + container +
-         ";K8S_POD_UID=uid-" + container + "' " + dir_ + "/bin/rdmanet < " + input + " 2>" + input +
-         ".err";
+         ";K8S_POD_UID=" + (pod_uid.empty() ? "uid-" + container : pod_uid) + "' " + dir_ +
+         "/bin/rdmanet < " + input + " 2>" + input + ".err";
 }
 
 Output Rdmanet::cni(const std::string& command, const std::string& container,
-                    const std::string& pod, const json& config, const std::string& ifname) {
-  std::string cmd = cni_shell(command, container, pod, config, ifname);
+                    const std::string& pod, const json& config, const std::string& ifname,
+                    const std::string& pod_uid) {
+  std::string cmd = cni_shell(command, container, pod, config, ifname, pod_uid);
   std::string err_file = cmd.substr(cmd.rfind(" 2>") + 3);
   FILE* p = popen(cmd.c_str(), "r");
   Output o;

@@ -54,14 +54,16 @@ class Rdmanet : public ::testing::Test {
   json conf(const json& extra, const std::string& version = "1.0.0");
 
   // Runs the binary as a runtime would: command, container id, pod netns (a name under
-  // /run/netns or a path; empty for none), config and ifname.
+  // /run/netns or a path; empty for none), config and ifname; K8S_POD_UID is `pod_uid`, or
+  // uid-<container> when that is empty.
   Output cni(const std::string& command, const std::string& container, const std::string& pod,
-             const json& config, const std::string& ifname = "net1");
+             const json& config, const std::string& ifname = "net1",
+             const std::string& pod_uid = "");
 
   // The shell command cni() runs (stdin from a file it writes, stderr to a file beside it).
   std::string cni_shell(const std::string& command, const std::string& container,
                         const std::string& pod, const json& config,
-                        const std::string& ifname = "net1");
+                        const std::string& ifname = "net1", const std::string& pod_uid = "");
 
   // Runs the binary with exactly this environment and stdin.
   Output run_raw(const std::map<std::string, std::string>& env, const std::string& stdin_text);
