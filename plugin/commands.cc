@@ -113,7 +113,7 @@ Status cmd_check(const cni::Call& call) {
                      " in network " + call.conf.name);
   }
   TRY_ASSIGN(auto pod, netns::Netns::open(call.env.netns));
-  TRY(check_pod_interface(call, pod));
+  TRY(check_pod_interface(call, conf, pod));
   TRY(check_rdma_device(*record, pod));
   if (call.conf.ipam_type.empty()) {
     return ok_status();

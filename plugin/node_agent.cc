@@ -16,6 +16,7 @@
 #include "cni/delegate.h"
 #include "plugin/attachment.h"
 #include "plugin/conf.h"
+#include "plugin/networks_dir.h"
 #include "plugin/store.h"
 
 namespace rdmanet::plugin {
@@ -342,33 +343,14 @@ RoundReport NodeAgent::round() {
 }
 
 void NodeAgent::read_networks_dir(RoundReport& report, std::map<std::string, json>& networks) {
-  if (config_.networks_dir.empty()) {
-    return;
-  }
-  // Its configs name directories rdmanet-ipam releases leases in: only root may write it.
-  struct stat st {};
-  Expected<std::vector<std::string>> names = std::vector<std::string>();
-  if (::stat(config_.networks_dir.c_str(), &st) == 0) {
-    auto trusted = check_private_directory(config_.networks_dir);
-    names = trusted ? directory_entries(config_.networks_dir)
-                    : Expected<std::vector<std::string>>(std::move(trusted).error());
-  }
-  if (!names) {
+  NetworksDir read = plugin::read_networks_dir(config_.networks_dir);
+  for (auto& problem : read.problems) {
     ++report.errors["networks-dir"];
-    report.messages.push_back(names.error().msg());
-    return;
+    spdlog::warn("node-agent: networks dir: {}", problem.msg());
+    report.messages.push_back(problem.msg());
   }
-  std::sort(names->begin(), names->end());
-  for (const auto& name : *names) {
-    if (name.empty() || name[0] == '.') {
-      continue;  // ConfigMap volumes keep their data under ..data and dot names
-    }
-    auto text = read_file(config_.networks_dir + "/" + name, 1 << 20);
-    json doc = text && *text ? parse_json(**text) : json();
-    if (doc.is_object() && doc.value("name", json()).is_string()) {
-      std::string network = doc["name"].get<std::string>();
-      networks[network] = std::move(doc);
-    }
+  for (auto& [network, doc] : read.networks) {
+    networks[network] = std::move(doc);
   }
 }
 
@@ -498,8 +480,12 @@ void NodeAgent::reconcile_ipam(const std::string& network, const std::string& co
   }
 }
 
+Clock::time_point NodeAgent::healthy_until() const {
+  return last_done_ + 3 * std::max(config_.interval, std::chrono::seconds(1));
+}
+
 bool NodeAgent::healthy(Clock::time_point now) const {
-  return rounds_ > 0 && now - last_done_ <= 3 * std::max(config_.interval, std::chrono::seconds(1));
+  return rounds_ > 0 && now <= healthy_until();
 }
 
 std::string NodeAgent::metrics() const {

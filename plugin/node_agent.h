@@ -82,6 +82,8 @@ class NodeAgent {
   std::string metrics() const;
   // Healthy: a round finished within the last three intervals.
   bool healthy(std::chrono::steady_clock::time_point now) const;
+  // Until when it stays healthy without another round.
+  std::chrono::steady_clock::time_point healthy_until() const;
 
  private:
   void reconcile_state_dir(const std::string& dir, RoundReport& report,

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/testing/temp_dir.h"
+#include "plugin/networks_dir.h"
 #include "plugin/store.h"
 
 namespace rdmanet::plugin {
@@ -95,6 +96,49 @@ TEST(NodeAgent, ANetworksDirOthersCanWriteIsNotRead) {
   r = agent.round();
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(r.ipam_errors["n"], 1U);  // read now, and rdmanet-ipam is not in cniPath
+}
+
+// A ConfigMap volume: each key a link "..data/<key>", ..data a link to the directory the
+// kubelet swaps atomically. Its configs are read; anything else in the directory (a link
+// elsewhere, a FIFO, a file that is not a config) is named in the report, never skipped
+// silently.
+TEST(NodeAgent, ANetworksDirThatIsAConfigMapVolumeIsRead) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/networks";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/..2026_12_05_08_00_00.123").c_str(), 0755), 0);
+  std::ofstream(dir + "/..2026_12_05_08_00_00.123/rail0.conf")
+      << R"({"name": "rail0", "ipam": {"type": "rdmanet-ipam",
+          "ranges": [[{"subnet": "10.9.0.0/24"}]]}})";
+  ASSERT_EQ(::symlink("..2026_12_05_08_00_00.123", (dir + "/..data").c_str()), 0);
+  ASSERT_EQ(::symlink("..data/rail0.conf", (dir + "/rail0.conf").c_str()), 0);
+  std::ofstream(tmp.path() + "/elsewhere.conf") << R"({"name": "stolen"})";
+  ASSERT_EQ(::symlink((tmp.path() + "/elsewhere.conf").c_str(), (dir + "/evil.conf").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir + "/fifo.conf").c_str(), 0644), 0);
+  std::ofstream(dir + "/notes.txt") << "not a config";
+
+  NetworksDir read = read_networks_dir(dir);
+  ASSERT_EQ(read.networks.size(), 1U);
+  EXPECT_EQ(read.networks.count("rail0"), 1U);
+  ASSERT_EQ(read.problems.size(), 3U);
+  std::string all;
+  for (const auto& p : read.problems) {
+    all += p.msg() + "\n";
+  }
+  for (const char* named : {"evil.conf", "fifo.conf", "notes.txt"}) {
+    EXPECT_NE(all.find(named), std::string::npos) << named << " not named in\n" << all;
+  }
+  EXPECT_EQ(all.find("stolen"), std::string::npos);
+
+  // The agent counts them.
+  AgentConfig config;
+  config.state_dirs = {tmp.path() + "/state"};
+  config.networks_dir = dir;
+  config.cni_path = tmp.path();
+  NodeAgent agent(config);
+  RoundReport r = agent.round();
+  EXPECT_EQ(r.errors["networks-dir"], 3U);
+  EXPECT_EQ(r.ipam_errors["rail0"], 1U) << "rail0 was read (rdmanet-ipam is not in cniPath)";
 }
 
 TEST(NodeAgent, MetricsFollowTheTextFormat) {

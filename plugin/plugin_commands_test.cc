@@ -21,6 +21,16 @@ TEST_F(Rdmanet, CheckVerifiesAgainstPrevResult) {
   auto ok = cni("CHECK", "chk", pod, with_prev);
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
 
+  // A sysctl ADD set (multiRailSysctls), changed in the pod: as the reference tuning
+  // plugin's CHECK, rdmanet's says which and what it should be.
+  sh("ip netns exec " + pod + " sysctl -qw net.ipv4.conf.net1.arp_ignore=0");
+  auto sysctl = cni("CHECK", "chk", pod, with_prev);
+  EXPECT_EQ(sysctl.code(), 102) << sysctl.out;
+  EXPECT_NE(sysctl.msg().find("net.ipv4.conf.net1.arp_ignore is 0, ADD set 1"), std::string::npos)
+      << sysctl.msg();
+  sh("ip netns exec " + pod + " sysctl -qw net.ipv4.conf.net1.arp_ignore=1");
+  ASSERT_EQ(cni("CHECK", "chk", pod, with_prev).exit_code, 0);
+
   sh("ip -n " + pod + " addr del 10.123.0.2/24 dev net1");
   auto bad = cni("CHECK", "chk", pod, with_prev);
   EXPECT_EQ(bad.exit_code, 1);

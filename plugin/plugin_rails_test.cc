@@ -221,5 +221,25 @@ TEST_F(Rails, WithoutSourceRoutingASharedSubnetLeavesByOneRail) {
   EXPECT_NE(back.find("dev net2 table"), std::string::npos) << back;
 }
 
+// IPAM lists the rail's own subnet as a route, and another route twice: the rail's table
+// takes them as the main table does (the connected route is already there; a route is
+// one route), where ADD failed with "File exists" (102).
+TEST_F(Rails, IpamRoutesOfTheOwnSubnetOrListedTwiceAreTakenAsTheMainTableTakesThem) {
+  ports_.push_back(make_ports());
+  pod_ = make_pod();
+  json c = conf({{"device", ports_[0].first}});
+  c["ipam"]["routes"] = {
+      {{"dst", "10.123.0.0/24"}}, {{"dst", "10.124.0.0/16"}}, {{"dst", "10.124.0.0/16"}}};
+  auto add = cni("ADD", "trainer", pod_, c);
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  std::string table = sh("ip -n " + pod_ + " route show table all");
+  EXPECT_NE(table.find("10.124.0.0/16 via 10.123.0.1 dev net1 table"), std::string::npos) << table;
+  EXPECT_NE(table.find("10.123.0.0/24 dev net1 table"), std::string::npos) << table;
+  auto del = cni("DEL", "trainer", pod_, c);
+  EXPECT_EQ(del.exit_code, 0) << del.out;
+  EXPECT_EQ(sh("ip -n " + pod_ + " rule show").find("lookup 1"), std::string::npos);
+  EXPECT_TRUE(state_files().empty());
+}
+
 }  // namespace
 }  // namespace rdmanet::plugin::testing

@@ -23,19 +23,56 @@ using netns::Rtnl;
 
 namespace {
 
+// Adds `route`; the same route there already (same destination, metric and table) is kept
+// and logged, as the kernel's connected route is kept when IPAM lists the subnet again.
+Status add_route_unless_there(Rtnl& rtnl, const netns::Route& route, const char* whose) {
+  if (auto s = netns::add_route(rtnl, route); !s) {
+    if (s.error().sys_errno() != EEXIST) {
+      return std::move(s).error();
+    }
+    spdlog::info("route {} is there already ({}): kept", route.str(), whose);
+  }
+  return ok_status();
+}
+
 Status set_sysctl(const std::string& ifname, const char* setting, const char* value) {
   TRY_ASSIGN(auto key, netns::ipv4_conf_key(ifname, setting));
   TRY(netns::write_sysctl(key, value));
   return ok_status();
 }
 
+// Several rails of one pod share a subnet: answer ARP only for the interface's own
+// addresses, source ARP from the right interface, and accept replies arriving on another
+// rail (loose reverse-path filter). Set by ADD, compared by CHECK.
+struct Sysctl {
+  const char* setting;
+  const char* value;
+};
+constexpr Sysctl kMultiRailSysctls[] = {
+    {"arp_ignore", "1"}, {"arp_announce", "2"}, {"rp_filter", "2"}};
+
 Status apply_multi_rail_sysctls(const std::string& ifname) {
-  // Several rails of one pod share a subnet: answer ARP only for the interface's own
-  // addresses, source ARP from the right interface, and accept replies arriving on another
-  // rail (loose reverse-path filter).
-  TRY(set_sysctl(ifname, "arp_ignore", "1"));
-  TRY(set_sysctl(ifname, "arp_announce", "2"));
-  return set_sysctl(ifname, "rp_filter", "2");
+  for (const auto& s : kMultiRailSysctls) {
+    TRY(set_sysctl(ifname, s.setting, s.value));
+  }
+  return ok_status();
+}
+
+// In the pod netns: each multi-rail sysctl still has the value ADD set (the pod may change
+// them; so may a chained plugin such as tuning).
+Status check_multi_rail_sysctls(const std::string& ifname) {
+  for (const auto& s : kMultiRailSysctls) {
+    TRY_ASSIGN(auto key, netns::ipv4_conf_key(ifname, s.setting));
+    TRY_ASSIGN(auto value, netns::read_sysctl(key));
+    while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) {
+      value.pop_back();
+    }
+    if (value != s.value) {
+      return Error(ErrorKind::kKernel, "CHECK: net.ipv4.conf." + ifname + "." + s.setting + " is " +
+                                           value + ", ADD set " + s.value + " (multiRailSysctls)");
+    }
+  }
+  return ok_status();
 }
 
 // The gateway of the IPAM addresses of a family, as the reference plugins take it for a
@@ -115,12 +152,7 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
     }
     // Another rail of the pod has the same route: the first one wins, as the reference
     // plugins have it (sourceRouting gives each rail its own anyway).
-    if (auto s = netns::add_route(rtnl, *route); !s) {
-      if (s.error().sys_errno() != EEXIST) {
-        return std::move(s).error();
-      }
-      spdlog::info("route {} is there already (another rail's): kept", route->str());
-    }
+    TRY(add_route_unless_there(rtnl, *route, "another rail's"));
   }
   TRY_ASSIGN(auto fresh, netns::find_link_by_index(rtnl, link.index));
   for (const auto& addr : announce) {
@@ -173,7 +205,9 @@ Status add_source_routing(Attachment& a, const cni::Result& ipam, const LinkInfo
         return Error(ErrorKind::kDelegate, route.error().msg());
       }
       route->table = table;
-      TRY(netns::add_route(rtnl, *route));
+      // IPAM's route for the rail's own subnet is the connected route just added; a route
+      // IPAM lists twice is one route.
+      TRY(add_route_unless_there(rtnl, *route, "the rail's connected route, or listed twice"));
     }
     for (const auto& prefix : addresses) {
       netns::Rule rule{{prefix.addr, prefix.addr.is_v4() ? 32 : 128}, table, kRailRulePriority};
@@ -307,7 +341,7 @@ Status check_routes(Rtnl& rtnl, const LinkInfo& link, const cni::Result& expecte
 
 }  // namespace
 
-Status check_pod_interface(const cni::Call& call, const netns::Netns& pod) {
+Status check_pod_interface(const cni::Call& call, const PluginConf& conf, const netns::Netns& pod) {
   const std::string& ifname = call.env.ifname;
   return in_netns(pod, [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
@@ -317,6 +351,9 @@ Status check_pod_interface(const cni::Call& call, const netns::Netns& pod) {
     }
     if (!link->up()) {
       return Error(ErrorKind::kKernel, "CHECK: " + ifname + " is down");
+    }
+    if (conf.multi_rail_sysctls) {
+      TRY(check_multi_rail_sysctls(ifname));
     }
     if (!call.conf.prev_result) {
       return ok_status();

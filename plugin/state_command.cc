@@ -2,6 +2,8 @@
 
 #include "base/files.h"
 #include "base/hex.h"
+#include "base/json_fields.h"
+#include "plugin/attachment.h"
 #include "plugin/conf.h"
 #include "plugin/store.h"
 
@@ -11,9 +13,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: rdmanet state list [--state-dir DIR]\n"
-    "       rdmanet state forget [--state-dir DIR] FILE...\n"
+    "       rdmanet state forget [--state-dir DIR] [--force] FILE...\n"
     "forget drops record files that DEL cannot finish and the holds naming them; it undoes\n"
-    "nothing (the record is printed first). The default DIR is /var/lib/cni/rdmanet.\n";
+    "nothing (the record is printed first). A record whose pod netns still exists is kept\n"
+    "unless --force: its DEL can still finish it. The default DIR is /var/lib/cni/rdmanet.\n";
 
 // A record's steps by name, in the order ADD took them.
 std::string steps_of(const AttachmentRecord& r) {
@@ -57,10 +60,34 @@ int list(StateStore& store, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
-int forget(StateStore& store, const std::vector<std::string>& files, std::ostream& out,
+// The pod netns of the record in `file`, when the record reads and its netns is still the
+// one ADD saw; nullopt otherwise (what forget is for).
+std::optional<std::string> live_netns(const std::string& file) {
+  auto text = read_file(file);
+  if (!text || !*text) {
+    return std::nullopt;
+  }
+  auto record = AttachmentRecord::from_json(parse_json(**text), file);
+  if (!record) {
+    return std::nullopt;
+  }
+  auto pod = open_pod_netns(*record);
+  if (!pod || !*pod) {
+    return std::nullopt;
+  }
+  return record->netns + " (" + record->holder() + ")";
+}
+
+int forget(StateStore& store, const std::vector<std::string>& files, bool force, std::ostream& out,
            std::ostream& err) {
   int rc = 0;
   for (const auto& file : files) {
+    if (auto netns = live_netns(file); netns && !force) {
+      err << "rdmanet: " << file << " is the record of an attachment whose netns " << *netns
+          << " still exists: its DEL can still finish it (--force drops it anyway)\n";
+      rc = 1;
+      continue;
+    }
     // What the record said, before it goes: the operator undoes the rest by hand.
     if (auto text = read_file(file); text && *text) {
       out << "forgetting " << file << ":\n" << **text << "\n";
@@ -84,9 +111,12 @@ int forget(StateStore& store, const std::vector<std::string>& files, std::ostrea
 int state_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string dir = PluginConf().state_dir;
   std::vector<std::string> rest;
+  bool force = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--state-dir" && i + 1 < args.size()) {
       dir = args[++i];
+    } else if (args[i] == "--force") {
+      force = true;
     } else {
       rest.push_back(args[i]);
     }
@@ -100,7 +130,7 @@ int state_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     return list(store, out, err);
   }
   if (rest.size() >= 2 && rest[0] == "forget") {
-    return forget(store, {rest.begin() + 1, rest.end()}, out, err);
+    return forget(store, {rest.begin() + 1, rest.end()}, force, out, err);
   }
   err << kUsage;
   return 2;

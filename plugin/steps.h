@@ -132,8 +132,9 @@ cni::Result build_result(Attachment& a, const netns::LinkInfo& pod_link, const c
 
 // ---- CHECK ----
 
-// The pod interface is there and up, with prevResult's MAC, addresses and routes.
-Status check_pod_interface(const cni::Call& call, const netns::Netns& pod);
+// The pod interface is there and up, with the sysctls ADD set and prevResult's MAC,
+// addresses and routes.
+Status check_pod_interface(const cni::Call& call, const PluginConf& conf, const netns::Netns& pod);
 // The RDMA device ADD moved into the pod or created for it is still visible there.
 Status check_rdma_device(const AttachmentRecord& record, const netns::Netns& pod);
 
