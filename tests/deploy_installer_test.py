@@ -195,13 +195,16 @@ with tempfile.TemporaryDirectory(prefix="rdmanet-installer-") as tmp:
     check(r.returncode != 0 and os.listdir(binDir), "UNINSTALL=true waits (not ready) while "
           "an attachment is left")
     os.unlink(record)
-    deadline = time.time() + 30  # it looks every 5 s
-    while time.time() < deadline and os.listdir(binDir):
+    # It looks every 5 s and removes the binaries before the node files: wait for all of them.
+    def gone():
+        return (os.listdir(binDir) == [] and not os.path.exists(env["NODE_NAME_FILE"])
+                and not os.path.exists(key))
+    deadline = time.time() + 30
+    while time.time() < deadline and not gone():
         time.sleep(0.2)
-    gone = (os.listdir(binDir) == [] and not os.path.exists(env["NODE_NAME_FILE"])
-            and not os.path.exists(key))
-    check(gone, "after the last DEL it removes binaries and node files")
-    if not gone:
+    removed = gone()
+    check(removed, "after the last DEL it removes binaries and node files")
+    if not removed:
         ulog.seek(0)
         print(ulog.read())
     check(os.path.isdir(os.path.join(state, ".agent")), "the state dir and the agent's own stay")
