@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/icmp6.h>
 #include <netinet/ip6.h>
 #include <poll.h>
@@ -38,6 +39,22 @@ class AnnounceTest : public KernelTest {
     wire0_ = must(find_link_by_name(peer_rtnl, "wire0"));
     ASSERT_OK(set_link_up(*pod_rtnl_, net1_));
     ASSERT_OK(set_link_up(peer_rtnl, wire0_));
+    // Until the kernel's link watch has run for net1 (asynchronously, later under load),
+    // its queue is the noop qdisc, which drops what is sent without an error.
+    ASSERT_TRUE(running(*pod_rtnl_, "net1")) << "net1 never came up";
+    ASSERT_TRUE(running(peer_rtnl, "wire0")) << "wire0 never came up";
+  }
+
+  // Waits up to five seconds for the link's operational state to be up (IFF_RUNNING).
+  static bool running(Rtnl& rtnl, const std::string& name) {
+    for (int i = 0; i < 100; ++i) {
+      auto link = find_link_by_name(rtnl, name);
+      if (link.ok() && (link->flags & IFF_RUNNING) != 0) {
+        return true;
+      }
+      poll(nullptr, 0, 50);
+    }
+    return false;
   }
 
   // A raw packet socket on wire0, in the peer namespace, opened before anything is sent.

@@ -7,6 +7,7 @@
 #include <netlink/msg.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 
 namespace rdmanet::netns {
@@ -92,8 +93,17 @@ NlRequest setlink(const LinkInfo& link) {
   return {RTM_SETLINK, NLM_F_REQUEST, &ifi, sizeof ifi};
 }
 
-Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name,
-                            const std::string& what) {
+// The netns a request asks about: the socket's own, or the one with this id in it.
+constexpr int kOwnNetns = -1;
+
+// IFLA_TARGET_NETNSID answers EINVAL for an id that names no netns.
+Error netns_id_gone(int netnsid, const std::string& what) {
+  return Error(ErrorKind::kDeviceNotFound,
+               what + ": no netns has the id " + std::to_string(netnsid) + " (any more)");
+}
+
+Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name, const std::string& what,
+                            int netnsid = kOwnNetns) {
   ifinfomsg ifi = link_header(index);
   NlRequest req(RTM_GETLINK, NLM_F_REQUEST, &ifi, sizeof ifi);
   if (!name.empty()) {
@@ -101,12 +111,19 @@ Expected<LinkInfo> get_link(Rtnl& rtnl, int index, const std::string& name,
     req.put_string(IFLA_IFNAME, name);
   }
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+  if (netnsid != kOwnNetns) {
+    req.put_u32(IFLA_TARGET_NETNSID, static_cast<uint32_t>(netnsid));
+  }
   std::optional<LinkInfo> found;
-  TRY(rtnl.query(req, what, [&](const nlmsghdr* hdr) {
+  auto asked = rtnl.query(req, what, [&](const nlmsghdr* hdr) {
     if (auto link = decode_link(hdr)) {
       found = std::move(link);
     }
-  }));
+  });
+  if (!asked && netnsid != kOwnNetns && asked.error().sys_errno() == EINVAL) {
+    return netns_id_gone(netnsid, what);
+  }
+  TRY(std::move(asked));
   if (!found) {
     return Error(ErrorKind::kDeviceNotFound, what + ": no such device");
   }
@@ -171,20 +188,53 @@ Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index) {
   return get_link(rtnl, index, "", "find link with index " + std::to_string(index));
 }
 
-Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
+Expected<LinkInfo> find_link_by_index_in(Rtnl& rtnl, int netnsid, int index) {
+  return get_link(
+      rtnl, index, "",
+      "find link with index " + std::to_string(index) + " in netns id " + std::to_string(netnsid),
+      netnsid);
+}
+
+namespace {
+
+Expected<std::vector<LinkInfo>> dump_links(Rtnl& rtnl, int netnsid, const std::string& what) {
   ifinfomsg ifi = link_header(0);
   NlRequest req(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, &ifi, sizeof ifi);
   req.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+  if (netnsid != kOwnNetns) {
+    req.put_u32(IFLA_TARGET_NETNSID, static_cast<uint32_t>(netnsid));
+  }
   std::vector<LinkInfo> links;
-  TRY(rtnl.dump(
-      req, "list links",
+  auto dumped = rtnl.dump(
+      req, what,
       [&](const nlmsghdr* hdr) {
         if (auto link = decode_link(hdr)) {
           links.push_back(std::move(*link));
         }
       },
-      [&] { links.clear(); }));
+      [&] { links.clear(); });
+  if (!dumped && netnsid != kOwnNetns && dumped.error().sys_errno() == EINVAL) {
+    return netns_id_gone(netnsid, what);
+  }
+  TRY(std::move(dumped));
   return links;
+}
+
+}  // namespace
+
+Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
+  return dump_links(rtnl, kOwnNetns, "list links");
+}
+
+Expected<std::optional<std::vector<LinkInfo>>> list_links_in(Rtnl& rtnl, int netnsid) {
+  auto links = dump_links(rtnl, netnsid, "list links in netns id " + std::to_string(netnsid));
+  if (!links) {
+    if (links.error().kind() == ErrorKind::kDeviceNotFound) {
+      return std::optional<std::vector<LinkInfo>>();
+    }
+    return std::move(links).error();
+  }
+  return std::optional<std::vector<LinkInfo>>(std::move(*links));
 }
 
 Expected<LinkInfo> find_link_by_hwaddr(Rtnl& rtnl, const HwAddress& hwaddr) {

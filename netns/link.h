@@ -57,6 +57,14 @@ Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index);
 Expected<LinkInfo> find_link_by_hwaddr(Rtnl& rtnl, const HwAddress& hwaddr);
 Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl);
 
+// The same questions about the netns that has the id `netnsid` in the socket's netns
+// (IFLA_TARGET_NETNSID): a netns nobody can open any more (its pin is gone, a process keeps
+// it alive) can still be asked. An id that names no netns is kDeviceNotFound for the first,
+// std::nullopt for the second. Replies speak in the socket's netns: a link's link_netnsid is
+// the socket netns's id for its peer's netns; parent_index is an index in that netns.
+Expected<LinkInfo> find_link_by_index_in(Rtnl& rtnl, int netnsid, int index);
+Expected<std::optional<std::vector<LinkInfo>>> list_links_in(Rtnl& rtnl, int netnsid);
+
 Status set_link_up(Rtnl& rtnl, const LinkInfo& link);
 Status set_link_down(Rtnl& rtnl, const LinkInfo& link);
 // Older kernels refuse (EBUSY) to rename a link that is up (6.18 allows it): bring it down

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace rdmanet::netns {
@@ -22,10 +23,15 @@ LinkIdentity identity_of(const LinkInfo& host_link) {
                   [](uint8_t b) { return b != 0; })) {
     id.perm_mac = host_link.perm_hwaddr.str();
   }
-  // A veth's peer in the host (IFLA_LINK without a netns id: the same netns).
-  if (host_link.parent_index != 0 && host_link.parent_index != host_link.index &&
-      !host_link.link_netnsid) {
-    id.host_peer = host_link.parent_index;
+  // A veth's peer in the host (IFLA_LINK without a netns id: the same netns), or in a third
+  // netns.
+  if (host_link.parent_index != 0 && host_link.parent_index != host_link.index) {
+    if (!host_link.link_netnsid) {
+      id.host_peer = host_link.parent_index;
+    } else if (host_link.kind == "veth" && *host_link.link_netnsid >= 0) {
+      id.far_peer = host_link.parent_index;
+      id.far_netnsid = *host_link.link_netnsid;
+    }
   }
   return id;
 }
@@ -47,6 +53,10 @@ bool is_same_link(const LinkInfo& link, const LinkIdentity& id, const Vantage& w
   // permanent address when it resets (igbvf takes the MAC the PF pinned for the VF).
   if (!id.perm_mac.empty() && id.parent_dev.empty() && link.perm_hwaddr.str() != id.perm_mac) {
     return false;
+  }
+  if (id.far_peer != 0) {
+    // A candidate only: the peer's answer decides (locate_by_far_peer).
+    return link.parent_index == id.far_peer && link.link_netnsid.has_value();
   }
   if (id.host_peer != 0) {
     if (link.parent_index != id.host_peer) {
@@ -84,6 +94,41 @@ Expected<int> netns_id(Rtnl& rtnl, const Netns& other) {
     }
   }));
   return id;
+}
+
+Expected<int> assign_netns_id(Rtnl& rtnl, const Netns& other) {
+  TRY_ASSIGN(int id, netns_id(rtnl, other));
+  if (id >= 0) {
+    return id;
+  }
+  rtgenmsg gen{};
+  gen.rtgen_family = AF_UNSPEC;
+  NlRequest req(RTM_NEWNSID, NLM_F_REQUEST, &gen, sizeof gen);
+  req.put_u32(NETNSA_FD, static_cast<uint32_t>(other.fd()));
+  req.put_u32(NETNSA_NSID, static_cast<uint32_t>(NETNSA_NSID_NOT_ASSIGNED));  // any free id
+  if (auto s = rtnl.request(req, "assign a netns id to " + other.path());
+      !s && s.error().sys_errno() != EEXIST) {  // EEXIST: someone assigned one meanwhile
+    return std::move(s).error();
+  }
+  return netns_id(rtnl, other);
+}
+
+Expected<FarPeerView> locate_by_far_peer(Rtnl& host_rtnl, const LinkIdentity& id) {
+  FarPeerView view;
+  auto peer = find_link_by_index_in(host_rtnl, id.far_netnsid, id.far_peer);
+  if (!peer) {
+    if (peer.error().kind() == ErrorKind::kDeviceNotFound) {
+      return view;  // the peer, or its netns, is gone: a veth pair dies as one
+    }
+    return std::move(peer).error();
+  }
+  if (peer->kind != "veth" || peer->parent_index == 0 || !peer->link_netnsid) {
+    return view;  // another link took the index; ours was deleted with its pair
+  }
+  view.paired = true;
+  view.device_index = peer->parent_index;
+  view.device_netnsid = *peer->link_netnsid;  // in the host's terms (the asking socket's)
+  return view;
 }
 
 Expected<bool> peer_still_in_host(Rtnl& host_rtnl, const LinkIdentity& id) {

@@ -27,11 +27,19 @@ struct LinkIdentity {
   std::string perm_mac;    // IFLA_PERM_ADDRESS, when the driver reports one (it may change
                            // with the device's MAC: only matched without a parent device)
   int host_peer = 0;       // the host-side index of its veth peer or macvlan parent
+  // A veth whose peer was in a third netns at ADD (a NIC emulated by a veth whose far end
+  // is on a switch netns): the peer's index there and the host's id for that netns. The
+  // pod cannot reach that netns, and the peer names the device's netns and index wherever
+  // it went (locate_by_far_peer).
+  int far_peer = 0;
+  int far_netnsid = -1;
 
   // Whether something in it is out of a pod's reach. A weak identity (none of the above
   // but index and kind: what records of rdmanet 0.1 give) is matched by index, names and
   // MACs as well.
-  bool strong() const { return !parent_dev.empty() || !perm_mac.empty() || host_peer != 0; }
+  bool strong() const {
+    return !parent_dev.empty() || !perm_mac.empty() || host_peer != 0 || far_peer != 0;
+  }
 };
 
 // The identity of a link in the host netns that is about to move to another netns. Its
@@ -58,6 +66,18 @@ bool is_same_link(const LinkInfo& link, const LinkIdentity& id, const Vantage& w
 
 // The id the socket's netns has for `other` (RTM_GETNSID); -1 when it has none.
 Expected<int> netns_id(Rtnl& rtnl, const Netns& other);
+// The same, giving `other` an id first when it has none (RTM_NEWNSID). The id lasts as long
+// as `other` does: through it the socket's netns can still ask about `other` once nobody
+// can open it (list_links_in).
+Expected<int> assign_netns_id(Rtnl& rtnl, const Netns& other);
+
+// Where the veth `id` (with a far peer) is, as its peer says, asked from the host.
+struct FarPeerView {
+  bool paired = false;      // the peer is still there, a veth with a peer in another netns
+  int device_index = 0;     // the device's index in its netns
+  int device_netnsid = -1;  // the host's id for the device's netns
+};
+Expected<FarPeerView> locate_by_far_peer(Rtnl& host_rtnl, const LinkIdentity& id);
 
 // Whether the veth peer of `id` is still in the host netns and still its peer (socket in
 // the host).

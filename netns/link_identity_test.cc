@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "netns/test_util.h"
 
 namespace rdmanet::netns {
@@ -76,6 +78,47 @@ TEST_F(LinkIdentityTest, AnImpostorWithTheSameNameMacAndIndexIsNotThePort) {
   auto home = in(*host_);
   ASSERT_EQ(home.size(), 1U);
   EXPECT_EQ(home[0].name, "port");
+}
+
+// A NIC that is a veth whose peer sits in a third netns (a switch): nothing of it in the pod
+// is out of the pod's reach but its peer, which the host asks where the device is
+// (IFLA_TARGET_NETNSID), and through which a netns nobody can open is still seen into.
+TEST_F(LinkIdentityTest, AVethWithAFarPeerIsLocatedByItsPeer) {
+  TestNetns& sw = make_netns();
+  host_->ip("link add nic type veth peer name far netns " + sw.name());
+  auto rtnl = host_->rtnl();
+  LinkIdentity id = identity_of(must(find_link_by_name(rtnl, "nic")));
+  EXPECT_TRUE(id.strong());
+  EXPECT_EQ(id.host_peer, 0);
+  EXPECT_NE(id.far_peer, 0);
+  EXPECT_GE(id.far_netnsid, 0);
+
+  auto home = must(locate_by_far_peer(rtnl, id));
+  ASSERT_TRUE(home.paired);
+  EXPECT_EQ(home.device_index, id.index);
+  EXPECT_EQ(home.device_netnsid, must(netns_id(rtnl, host_->ns())));
+
+  const int pod_id = must(assign_netns_id(rtnl, pod_->ns()));
+  EXPECT_EQ(must(assign_netns_id(rtnl, pod_->ns())), pod_id) << "an id is assigned once";
+  host_->ip("link set nic netns " + pod_->name() + " name net2");
+  pod_->ip("link set net2 name sneaky address 02:00:00:00:00:42");
+  auto in_pod = must(locate_by_far_peer(rtnl, id));
+  ASSERT_TRUE(in_pod.paired);
+  EXPECT_EQ(in_pod.device_netnsid, pod_id);
+  auto pod_links = must(list_links_in(rtnl, pod_id));
+  ASSERT_TRUE(pod_links.has_value());
+  auto sneaky = std::find_if(pod_links->begin(), pod_links->end(),
+                             [&](const LinkInfo& l) { return l.index == in_pod.device_index; });
+  ASSERT_NE(sneaky, pod_links->end()) << "the peer names the pod's link";
+  EXPECT_EQ(sneaky->name, "sneaky");
+  EXPECT_EQ(must(find_link_by_index_in(rtnl, pod_id, in_pod.device_index)).name, "sneaky");
+
+  pod_->ip("link del sneaky");
+  EXPECT_FALSE(must(locate_by_far_peer(rtnl, id)).paired) << "a veth pair dies as one";
+  EXPECT_FALSE(must(list_links_in(rtnl, 9999)).has_value()) << "an id no netns has";
+  auto none = find_link_by_index_in(rtnl, 9999, 1);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind(), ErrorKind::kDeviceNotFound);
 }
 
 TEST(LinkIdentity, HardwareIsKnownByItsParentDeviceAndPermanentAddress) {

@@ -91,8 +91,38 @@ int on_seq_check(nl_msg* msg, void* arg) {
   return nlmsg_hdr(msg)->nlmsg_seq == ex->seq ? NL_OK : NL_SKIP;
 }
 
-int on_done(nl_msg* /*msg*/, void* arg) {
-  static_cast<Exchange*>(arg)->done = true;
+// The kernel's explanation among the attributes that follow an error or a dump's end.
+std::string ext_ack_of(void* attrs, int len) {
+  nlattr* pos = nullptr;
+  int rem = 0;
+  nla_for_each_attr(pos, static_cast<nlattr*>(attrs), len, rem) {
+    if (nla_type(pos) == NLMSGERR_ATTR_MSG && nla_len(pos) > 0) {
+      const char* text = static_cast<const char*>(nla_data(pos));
+      return {text, strnlen(text, nla_len(pos))};
+    }
+  }
+  return {};
+}
+
+// A dump that fails part way (an IFLA_TARGET_NETNSID no netns has, a table gone) ends with
+// NLMSG_DONE carrying the negative errno, not with NLMSG_ERROR: taking it as the end of a
+// short list would report an error as "nothing there".
+int on_done(nl_msg* msg, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  ex->done = true;
+  const nlmsghdr* hdr = nlmsg_hdr(msg);
+  int payload = static_cast<int>(hdr->nlmsg_len) - NLMSG_HDRLEN;
+  if (payload >= static_cast<int>(sizeof(int))) {
+    int status = 0;
+    std::memcpy(&status, nlmsg_data(hdr), sizeof status);
+    if (status < 0) {
+      ex->error = -status;
+      if ((hdr->nlmsg_flags & NLM_F_ACK_TLVS) != 0) {
+        ex->ext_ack = ext_ack_of(static_cast<char*>(nlmsg_data(hdr)) + sizeof status,
+                                 payload - static_cast<int>(sizeof status));
+      }
+    }
+  }
   return NL_STOP;
 }
 
@@ -109,15 +139,7 @@ int on_error(sockaddr_nl* /*nla*/, nlmsgerr* err, void* arg) {
       offset += err->msg.nlmsg_len - sizeof(nlmsghdr);
     }
     int remaining = static_cast<int>(hdr->nlmsg_len) - NLMSG_HDRLEN - static_cast<int>(offset);
-    auto* attr = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(err) + offset);
-    nlattr* pos = nullptr;
-    int rem = 0;
-    nla_for_each_attr(pos, attr, remaining, rem) {
-      if (nla_type(pos) == NLMSGERR_ATTR_MSG && nla_len(pos) > 0) {
-        const char* text = static_cast<const char*>(nla_data(pos));
-        ex->ext_ack.assign(text, strnlen(text, nla_len(pos)));
-      }
-    }
+    ex->ext_ack = ext_ack_of(reinterpret_cast<char*>(err) + offset, remaining);
   }
   return NL_STOP;
 }

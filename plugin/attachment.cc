@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "netns/link_identity.h"
 #include "plugin/steps.h"
 
 namespace rdmanet::plugin {
@@ -71,6 +72,8 @@ Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call
   } else {
     spdlog::info("no netns cookie ({}): DEL cannot tell a reused netns path", cookie.error().msg());
   }
+  TRY_ASSIGN(auto rtnl, netns::Rtnl::open());
+  TRY_ASSIGN(record.netns_id, netns::assign_netns_id(rtnl, pod));
   record.mode = conf.mode;
   record.device_key = device_key(conf.device);
   record.config = call.stdin_text;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "base/json_fields.h"
@@ -129,8 +130,13 @@ Status release_hold(Attachment& a, const json& step) {
 namespace {
 
 json identity_to_json(const netns::LinkIdentity& id) {
-  return {{"index", id.index},          {"kind", id.kind},        {"parentBus", id.parent_bus},
-          {"parentDev", id.parent_dev}, {"permMac", id.perm_mac}, {"hostPeer", id.host_peer}};
+  json doc = {{"index", id.index},          {"kind", id.kind},        {"parentBus", id.parent_bus},
+              {"parentDev", id.parent_dev}, {"permMac", id.perm_mac}, {"hostPeer", id.host_peer}};
+  if (id.far_peer != 0) {
+    doc["farPeer"] = id.far_peer;
+    doc["farNetnsId"] = id.far_netnsid;
+  }
+  return doc;
 }
 
 Expected<netns::LinkIdentity> identity_from_json(const json& doc, const std::string& where) {
@@ -138,8 +144,13 @@ Expected<netns::LinkIdentity> identity_from_json(const json& doc, const std::str
   Fields f(doc, where, ErrorKind::kState);
   f.integer("index", &id.index).string("kind", &id.kind).string("parentBus", &id.parent_bus);
   f.string("parentDev", &id.parent_dev).string("permMac", &id.perm_mac);
-  f.integer("hostPeer", &id.host_peer);
+  f.integer("hostPeer", &id.host_peer).integer("farPeer", &id.far_peer);
+  f.integer("farNetnsId", &id.far_netnsid);
   TRY(f.status());
+  if (id.far_peer != 0 && id.far_netnsid < 0) {
+    return Error(ErrorKind::kState, where + ": farPeer " + std::to_string(id.far_peer) +
+                                        " without the id of its netns (farNetnsId)");
+  }
   return id;
 }
 
@@ -248,25 +259,33 @@ Expected<std::optional<LinkInfo>> find_device(Rtnl& rtnl, const Netns& here, con
 // Out of the pod, preferring the host name. The kernel moves a link under its current name
 // when that is free in the target and renames it afterwards, so a failed rename can leave
 // it in the host under its pod name: the caller finds it there either way.
+using FindDevice = std::function<Expected<std::optional<LinkInfo>>(Rtnl& rtnl)>;
+
+// Sends the device (found in the pod by `find` through the pod's socket) to the host.
+Status send_home(Rtnl& rtnl, const Netns& host, const HostSettings& h, const FindDevice& find) {
+  TRY_ASSIGN(auto link, find(rtnl));
+  if (!link) {
+    return ok_status();  // not in the pod (any more)
+  }
+  TRY(netns::set_link_down(rtnl, *link));
+  auto moved = netns::move_link(rtnl, *link, host, h.name);
+  if (moved) {
+    return moved;
+  }
+  spdlog::warn("return {} as {}: {}", link->name, h.name, moved.error().msg());
+  TRY_ASSIGN(auto still, find(rtnl));
+  if (!still) {
+    return ok_status();  // it moved; only the rename failed
+  }
+  // Both its names are taken in the host: come home under the fallback.
+  return netns::move_link(rtnl, *still, host, fallback_name(h));
+}
+
 Status move_home(const HostSettings& h, const Netns& pod, const Netns& host) {
   return in_netns(pod, [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
-    TRY_ASSIGN(auto link, find_device(rtnl, pod, host, h));
-    if (!link) {
-      return ok_status();  // not in the pod (any more)
-    }
-    TRY(netns::set_link_down(rtnl, *link));
-    auto moved = netns::move_link(rtnl, *link, host, h.name);
-    if (moved) {
-      return moved;
-    }
-    spdlog::warn("return {} as {}: {}", link->name, h.name, moved.error().msg());
-    TRY_ASSIGN(auto still, find_device(rtnl, pod, host, h));
-    if (!still) {
-      return ok_status();  // it moved; only the rename failed
-    }
-    // Both its names are taken in the host: come home under the fallback.
-    return netns::move_link(rtnl, *still, host, fallback_name(h));
+    return send_home(rtnl, host, h,
+                     [&](Rtnl& pod_rtnl) { return find_device(pod_rtnl, pod, host, h); });
   });
 }
 
@@ -313,27 +332,92 @@ Status restore_host_settings(Rtnl& rtnl, LinkInfo link, const HostSettings& h) {
   return h.was_up ? netns::set_link_up(rtnl, link) : ok_status();
 }
 
+// A netns nobody can open any more (its pin is gone) may still be dying: the kernel
+// deletes its virtual links in a work item after the last reference went. How many times,
+// 100 ms apart, DEL looks again before it says the netns is alive.
+constexpr int kDyingNetnsTries = 20;
+
+void pause_before_looking_again() { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+// Whether the netns the host knows as `netns_id` still has a link at `index` of `kind`:
+// all DEL can ask about a netns it cannot open (its pin is gone) but that the host gave an
+// id at ADD. No id (a record made without one), or an id that names no netns: no.
+Expected<bool> still_in_unpinned_netns(Rtnl& host_rtnl, int netns_id, int index,
+                                       const std::string& kind, int parent_index = 0) {
+  if (netns_id < 0) {
+    return false;
+  }
+  TRY_ASSIGN(auto links, netns::list_links_in(host_rtnl, netns_id));
+  if (!links) {
+    return false;
+  }
+  return std::any_of(links->begin(), links->end(), [&](const LinkInfo& link) {
+    return link.index == index && link.kind == kind &&
+           (parent_index == 0 || link.parent_index == parent_index);
+  });
+}
+
+Error alive_without_pin(const Attachment& a, const std::string& what) {
+  return Error(ErrorKind::kTryAgainLater,
+               what + " is still in a netns nobody can open: the pod netns " + a.rec().netns +
+                   " outlived its pin (a process holds it) or the pin now holds another netns. "
+                   "The record (and the address) stays until the device is home or gone");
+}
+
+// A device with nothing out of the pod's reach (a record of rdmanet 0.1, a virtual link
+// without a peer in the host): gone only once its netns is.
+Status weak_device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& h) {
+  const std::string what = "device " + h.name + " (index " + std::to_string(h.index) + ")";
+  if (a.pod()) {
+    return Error(ErrorKind::kTryAgainLater,
+                 what + " is not in the host, and no link of the pod netns " + a.rec().netns +
+                     " is provably it: a renamed or readdressed device has nothing else to be "
+                     "known by. The record stays; DEL completes once the netns is gone");
+  }
+  TRY_ASSIGN(bool alive, still_in_unpinned_netns(host_rtnl, a.rec().netns_id, h.identity.index,
+                                                 h.identity.kind));
+  if (alive) {
+    return alive_without_pin(a, what);
+  }
+  spdlog::info("{} went with the pod netns", what);
+  return ok_status();
+}
+
 // The device is neither in the pod netns nor in the host. That it no longer exists is
 // accepted only where the kernel says so; otherwise the record stays for the next DEL.
 Status device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& h) {
   const netns::LinkIdentity& id = h.identity;
   if (!id.strong()) {
-    spdlog::info("device {} (index {}) is not in the host; nothing to restore", h.name, h.index);
-    return ok_status();  // a record of rdmanet 0.1: it cannot tell
+    return weak_device_missing(a, host_rtnl, h);
   }
+  std::string what =
+      "device " + h.name +
+      (id.parent_dev.empty() ? "" : " (" + id.parent_bus + " " + id.parent_dev + ")");
   if (id.host_peer != 0) {
-    // A veth dies with its peer: with the host end gone, so is the device.
-    auto peer = netns::find_link_by_index(host_rtnl, id.host_peer);
-    if (!peer && peer.error().kind() != ErrorKind::kDeviceNotFound) {
-      return std::move(peer).error();
+    // A veth dies with its peer: with the host end gone, so is the device. A host end still
+    // paired with a link in another netns: the device lives there.
+    for (int tries = 0;; ++tries) {
+      auto peer = netns::find_link_by_index(host_rtnl, id.host_peer);
+      if (!peer && peer.error().kind() != ErrorKind::kDeviceNotFound) {
+        return std::move(peer).error();
+      }
+      if (!peer || !peer->link_netnsid || !h.peer_in_host) {
+        spdlog::info("device {} is gone with its peer (index {}), or went with it", h.name,
+                     id.host_peer);
+        return ok_status();
+      }
+      if (a.pod() || tries == kDyingNetnsTries) {
+        break;
+      }
+      pause_before_looking_again();
     }
-    if (!peer || !peer->link_netnsid || !h.peer_in_host) {
-      spdlog::info("device {} is gone with its peer (index {}), or went with it", h.name,
-                   id.host_peer);
-      return ok_status();
-    }
+    what += " (its veth peer " + std::to_string(id.host_peer) + " in the host is still paired)";
   } else if (!id.kind.empty() && !a.pod()) {
-    // A virtual device is deleted with the netns it was in.
+    // A virtual device (not a veth) is deleted with the netns it was in, once that is gone.
+    TRY_ASSIGN(bool alive, still_in_unpinned_netns(host_rtnl, a.rec().netns_id, id.index, id.kind));
+    if (alive) {
+      return alive_without_pin(a, what);
+    }
     spdlog::info("device {} ({}) went with the pod netns", h.name, id.kind);
     return ok_status();
   }
@@ -346,19 +430,91 @@ Status device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& 
       return ok_status();
     }
   }
-  std::string what =
-      "device " + h.name +
-      (id.parent_dev.empty() ? "" : " (" + id.parent_bus + " " + id.parent_dev + ")");
   if (a.pod()) {
     return Error(ErrorKind::kTryAgainLater,
                  what + " is neither in the pod netns " + a.rec().netns +
                      " nor in the host: the pod moved it into a netns of its own. The record "
                      "stays; DEL brings it home once that netns is gone");
   }
-  return Error(ErrorKind::kTryAgainLater,
-               what + " has not come back to the host from the pod netns " + a.rec().netns +
-                   " yet (the kernel returns physical devices when the netns is freed); the "
-                   "record stays for the next DEL");
+  if (id.kind.empty()) {
+    return Error(ErrorKind::kTryAgainLater,
+                 what + " has not come back to the host from the pod netns " + a.rec().netns +
+                     " yet (the kernel returns physical devices when the netns is freed; a "
+                     "process may still hold it); the record stays for the next DEL");
+  }
+  return alive_without_pin(a, what);
+}
+
+// A veth whose peer is in a third netns, at `index` in the socket's netns: still a veth
+// paired with that peer, or not ours.
+Expected<std::optional<LinkInfo>> far_veth_at(Rtnl& rtnl, const netns::LinkIdentity& id,
+                                              int index) {
+  auto link = netns::find_link_by_index(rtnl, index);
+  if (!link) {
+    if (link.error().kind() == ErrorKind::kDeviceNotFound) {
+      return std::optional<LinkInfo>();
+    }
+    return std::move(link).error();
+  }
+  if (link->kind != "veth" || link->parent_index != id.far_peer || !link->link_netnsid) {
+    return std::optional<LinkInfo>();
+  }
+  return std::optional<LinkInfo>(std::move(*link));
+}
+
+// A veth whose peer is in a third netns: the peer, out of the pod's reach, tells the host
+// where the device is and under which index, whatever the pod renamed or readdressed.
+Status bring_far_veth_home(const Attachment& a, const HostSettings& h) {
+  const netns::LinkIdentity& id = h.identity;
+  const std::string what = "device " + h.name + " (a veth whose peer is index " +
+                           std::to_string(id.far_peer) + " in netns id " +
+                           std::to_string(id.far_netnsid) + ")";
+  TRY_ASSIGN(auto rtnl, Rtnl::open());
+  bool sent = false;
+  for (int tries = 0;; ++tries) {
+    TRY_ASSIGN(auto view, netns::locate_by_far_peer(rtnl, id));
+    if (!view.paired) {
+      spdlog::info("{} is gone with its peer", what);
+      return ok_status();
+    }
+    // The answer gave the device's netns an id in the host, the host's own included.
+    TRY_ASSIGN(int host_id, netns::netns_id(rtnl, a.host()));
+    if (view.device_netnsid == host_id) {
+      TRY_ASSIGN(auto link, far_veth_at(rtnl, id, view.device_index));
+      if (!link) {
+        return Error(ErrorKind::kState, what + ": its peer names index " +
+                                            std::to_string(view.device_index) +
+                                            " in the host, which is not it");
+      }
+      return restore_host_settings(rtnl, std::move(*link), h);
+    }
+    int pod_id = -1;
+    if (a.pod()) {
+      TRY_ASSIGN(pod_id, netns::netns_id(rtnl, *a.pod()));
+    }
+    if (view.device_netnsid == pod_id && !sent) {
+      TRY(in_netns(*a.pod(), [&]() -> Status {
+        TRY_ASSIGN(auto pod_rtnl, Rtnl::open());
+        return send_home(pod_rtnl, a.host(), h,
+                         [&](Rtnl& r) { return far_veth_at(r, id, view.device_index); });
+      }));
+      sent = true;
+      continue;
+    }
+    if (a.pod()) {
+      return Error(ErrorKind::kTryAgainLater,
+                   what + " is " + (view.device_netnsid == pod_id ? "still" : "neither") +
+                       " in the pod netns " + a.rec().netns +
+                       (view.device_netnsid == pod_id
+                            ? " after its move home"
+                            : " nor in the host: the pod moved it into a netns of its own") +
+                       ". The record stays for the next DEL");
+    }
+    if (tries == kDyingNetnsTries) {
+      return alive_without_pin(a, what);
+    }
+    pause_before_looking_again();
+  }
 }
 
 // A physical device of a dead netns comes back to the host asynchronously, tens to hundreds
@@ -371,7 +527,7 @@ Expected<std::optional<LinkInfo>> wait_for_return(Rtnl& rtnl, const Netns& host,
     if (link || pod_alive || !physical || tries == 20) {
       return link;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pause_before_looking_again();
   }
 }
 
@@ -379,6 +535,9 @@ Expected<std::optional<LinkInfo>> wait_for_return(Rtnl& rtnl, const Netns& host,
 
 Status bring_netdev_home(Attachment& a, const json& step) {
   TRY_ASSIGN(auto h, host_settings(a.rec(), step));
+  if (h.identity.far_peer != 0) {
+    return bring_far_veth_home(a, h);
+  }
   if (h.identity.host_peer != 0) {
     TRY_ASSIGN(auto host_rtnl, Rtnl::open());
     TRY_ASSIGN(h.peer_in_host, netns::peer_still_in_host(host_rtnl, h.identity));
@@ -435,9 +594,6 @@ Status create_macvlan(Attachment& a) {
 }
 
 Status delete_macvlan(Attachment& a, const json& step) {
-  if (!a.pod()) {
-    return ok_status();  // the child died with the netns
-  }
   std::string name;
   int parent = 0;
   int index = 0;
@@ -445,6 +601,25 @@ Status delete_macvlan(Attachment& a, const json& step) {
   f.required_string("name", &name).integer("parentIndex", &parent).integer("index", &index);
   TRY(f.status());
   TRY(check_recorded_link_name(name, "macvlan.name"));
+  if (!a.pod()) {
+    // The child dies with the netns, once the netns does: not while a process holds it.
+    TRY_ASSIGN(auto rtnl, Rtnl::open());
+    for (int tries = 0; index != 0 && parent != 0; ++tries) {
+      TRY_ASSIGN(bool alive,
+                 still_in_unpinned_netns(rtnl, a.rec().netns_id, index, "macvlan", parent));
+      if (!alive) {
+        break;
+      }
+      if (tries == kDyingNetnsTries) {
+        auto parent_link = netns::find_link_by_index(rtnl, parent);
+        std::string of = parent_link ? " of " + parent_link->name : "";
+        return alive_without_pin(a,
+                                 "macvlan " + name + " (index " + std::to_string(index) + ")" + of);
+      }
+      pause_before_looking_again();
+    }
+    return ok_status();
+  }
   return in_netns(*a.pod(), [&]() -> Status {
     TRY_ASSIGN(auto rtnl, Rtnl::open());
     if (parent == 0) {

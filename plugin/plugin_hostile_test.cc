@@ -3,7 +3,10 @@
 // the device home by what the pod cannot forge, never move a link that is not the device,
 // and keep its record while it cannot.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -64,7 +67,74 @@ class Hostile : public Rdmanet {
   // `ip -n <pod> ...` as the pod would run it.
   void in_pod(const std::string& cmd) { sh("ip -n " + pod_ + " " + cmd); }
 
-  std::string port_, peer_, mac_, mtu_, pod_;
+  // As attach(), with a NIC that is a veth whose peer sits in a third netns the pod cannot
+  // reach (a switch netns, as the CRI tier's NICs have it): nothing of the device in the
+  // pod (name, MAC, ifindex) is out of the pod's reach, only its peer is.
+  void attach_far(const json& extra = json::object()) {
+    far_ = make_pod();
+    port_ = "rt" + tag_ + "far";
+    sh("ip link add " + port_ + " type veth peer name farpeer netns " + far_);
+    links_.push_back(port_);
+    mac_ = link_field(port_, "address");
+    mtu_ = link_field(port_, "mtu");
+    pod_ = make_pod();
+    config_ = conf({{"device", port_}});
+    config_.update(extra);
+    auto add = cni("ADD", "evil", pod_, config_);
+    ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  }
+
+  // The pod's netns without its pin, alive as long as a process holds it: `ip netns del`
+  // unmounts and removes the pin; a sleep started in the netns before keeps it.
+  void unpin_pod_held_by_a_process() {
+    holder_ = std::stoi(sh("ip netns exec " + pod_ + " sleep 600 >/dev/null 2>&1 & echo $!"));
+    for (int i = 0; i < 100 && sh("readlink /proc/" + std::to_string(holder_) + "/ns/net") ==
+                                   sh("readlink /proc/self/ns/net");
+         ++i) {
+      usleep(10000);  // until ip netns exec has entered the netns
+    }
+    sh("ip netns del " + pod_);
+  }
+  // The holder exits: the netns dies with it.
+  void release_pod_netns() {
+    if (holder_ <= 0) {
+      return;
+    }
+    kill(holder_, SIGKILL);
+    // Not our child (the shell's): wait until it has left its namespaces (an exited
+    // process's ns links are gone, zombie or reaped).
+    std::string ns = "/proc/" + std::to_string(holder_) + "/ns/net";
+    std::error_code ec;
+    for (int i = 0; i < 500 && !ec; ++i) {
+      (void)std::filesystem::read_symlink(ns, ec);
+      if (!ec) {
+        usleep(10000);
+      }
+    }
+    holder_ = 0;
+  }
+  void TearDown() override {
+    release_pod_netns();
+    Rdmanet::TearDown();
+  }
+
+  // DEL could not prove the device home or gone: 11 naming it, record and address kept.
+  void expect_del_holds_on(const Output& d) {
+    EXPECT_EQ(d.code(), 11) << d.out << d.err;
+    EXPECT_NE(d.msg().find(port_), std::string::npos) << d.msg();
+    EXPECT_FALSE(state_files().empty()) << "the record was dropped with the device away";
+    EXPECT_EQ(leases().size(), 1U) << "the address was released while the pod still has it";
+  }
+  // DEL finished: nothing recorded or leased is left.
+  void expect_del_finished(const Output& d) {
+    EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
+    EXPECT_TRUE(state_files().empty());
+    EXPECT_TRUE(leases().empty());
+  }
+
+  std::string port_, peer_, mac_, mtu_, pod_, far_;
+  pid_t holder_ = 0;
+
   json config_;
 };
 
@@ -103,18 +173,12 @@ TEST_F(Hostile, ADeviceHiddenInANestedNetnsKeepsTheRecordUntilItCanComeHome) {
   in_pod("link set net1 netns " + nested);
   auto d = del();
   EXPECT_EQ(d.exit_code, 1) << d.out;
-  EXPECT_EQ(d.code(), 11) << d.out;
-  EXPECT_NE(d.msg().find(port_), std::string::npos) << d.msg();
-  EXPECT_FALSE(state_files().empty()) << "the record was dropped with the device away";
-  EXPECT_EQ(leases().size(), 1U) << "the address was released while the pod still has it";
+  expect_del_holds_on(d);
   EXPECT_TRUE(link_exists("net1", nested));
 
   sh("ip -n " + nested + " link set net1 netns " + pod_);
-  auto again = del();
-  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  expect_del_finished(del());
   EXPECT_TRUE(link_exists(port_));
-  EXPECT_TRUE(state_files().empty());
-  EXPECT_TRUE(leases().empty());
 }
 
 // The pod deletes its end of the veth (its host peer goes with it): nothing is left to
@@ -258,6 +322,100 @@ TEST_F(Hostile, ADeviceInfoPathPointedElsewhereIsNotRemoved) {
     EXPECT_TRUE(std::filesystem::exists(target)) << target << " was removed";
   }
 }
+
+// --- a NIC whose veth peer is in a third netns ------------------------------------------
+
+// The pod renames the device, sets another MAC and puts an impostor with the old name and
+// MAC in its place: the peer, out of the pod's reach, still names the device, which comes
+// home with its own name and MAC; the impostor stays.
+TEST_F(Hostile, AFarPeeredVethRenamedAndReaddressedStillComesHome) {
+  attach_far();
+  in_pod("link set net1 down");
+  in_pod("link set net1 name stolen address 02:00:00:00:07:77");
+  in_pod("link add net1 address " + mac_ + " type veth peer name fake1");
+  expect_del_finished(del());
+  EXPECT_TRUE(link_exists(port_)) << "the device is not home: " << sh("ip -br link", false);
+  EXPECT_EQ(link_field(port_, "address"), mac_);
+  EXPECT_FALSE(link_exists("stolen", pod_));
+  EXPECT_TRUE(link_exists("net1", pod_)) << "the pod's own veth was taken";
+}
+
+// Hidden in a netns of the pod's own: 11 naming the device, the record and the address
+// kept; back in the pod, DEL finishes.
+TEST_F(Hostile, AFarPeeredVethHiddenInANestedNetnsKeepsItsAddress) {
+  attach_far();
+  std::string nested = make_pod();
+  in_pod("link set net1 name hidden");
+  in_pod("link set hidden netns " + nested);
+  expect_del_holds_on(del());
+
+  sh("ip -n " + nested + " link set hidden netns " + pod_);
+  expect_del_finished(del());
+  EXPECT_TRUE(link_exists(port_));
+}
+
+// The pod deletes it: its peer went with it, which DEL can tell.
+TEST_F(Hostile, AFarPeeredVethThePodDeletedIsGone) {
+  attach_far();
+  in_pod("link del net1");
+  expect_del_finished(del());
+}
+
+// A record of rdmanet 0.1 gives a device no identity out of the pod's reach. Renamed and
+// readdressed, it is not provably the device: DEL answers 11 naming it rather than 0 with
+// the device still in the pod, and finishes once the netns is gone.
+TEST_F(Hostile, WithoutAnIdentityDelNeverReportsARenamedDeviceGone) {
+  attach_far();
+  json doc = read_record();
+  for (auto& s : doc["steps"]) {
+    s.erase("identity");
+  }
+  write_record(doc);
+  in_pod("link set net1 down");
+  in_pod("link set net1 name other0 address 02:00:00:00:08:88");
+  expect_del_holds_on(del());
+  EXPECT_TRUE(link_exists("other0", pod_));
+  sh("ip netns del " + pod_);  // the veth dies with it
+  expect_del_finished(cni("DEL", "evil", "", config_));
+}
+
+// --- a pod netns alive without its pin ----------------------------------------------------
+
+// The pin is gone (the runtime's DEL comes without a netns, as containerd's does), but a
+// process still holds the netns, and with it the device and its address. DEL answers 11
+// and releases nothing; once the process is gone, so is the netns, and DEL finishes.
+class Unpinned : public Hostile, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void attach_kind() {
+    const std::string kind = GetParam();
+    if (kind == "far-veth") {
+      attach_far();
+    } else if (kind == "macvlan") {
+      attach({{"mode", "macvlan"}});
+    } else {
+      attach();
+    }
+  }
+};
+
+TEST_P(Unpinned, NothingIsReleasedWhileAProcessHoldsThePodNetns) {
+  attach_kind();
+  unpin_pod_held_by_a_process();
+  auto d = cni("DEL", "evil", "", config_);
+  expect_del_holds_on(d);
+  EXPECT_NE(d.msg().find("outlived its pin"), std::string::npos) << d.msg();
+  EXPECT_FALSE(std::filesystem::is_empty(dir_ + "/pods")) << "pod files went first";
+
+  release_pod_netns();
+  expect_del_finished(cni("DEL", "evil", "", config_));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Unpinned, ::testing::Values("host-veth", "far-veth", "macvlan"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace rdmanet::plugin::testing

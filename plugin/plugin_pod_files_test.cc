@@ -96,7 +96,8 @@ TEST_F(PodFiles, RootOnlyFilesReachedThroughLinksAreNotCopiedIntoRailsJson) {
 }
 
 TEST_F(PodFiles, WhateverThePodLeavesNeverMakesDelFail) {
-  for (const std::string& plant : {"file", "dir", "fifo", "big", "rails-file", "uid-file"}) {
+  const std::vector<std::string> plants = {"file", "dir", "fifo", "big", "rails-file", "uid-file"};
+  for (const std::string& plant : plants) {
     SCOPED_TRACE(plant);
     ASSERT_EQ(add().exit_code, 0);
     const std::string rails = pod_dir() + "/rails";

@@ -1,6 +1,7 @@
 #include "plugin/record.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "base/json_fields.h"
 #include "netns/vf.h"
@@ -152,17 +153,21 @@ void order_for_undo(std::vector<StepRecord>& steps) {
       ++i;
     }
   }
-  // The address is released after the device it is on came home (or its macvlan child is
-  // deleted): never while the pod may still carry it, so never to the next pod meanwhile.
+  // The address is released, and the pod's files about the device removed, after the
+  // device came home (or its macvlan child is deleted): never while the pod may still carry
+  // it, so never to the next pod meanwhile. Undo runs from the back: these go in front of
+  // the first device step, in their order.
   auto is_device_step = [](const StepRecord& s) {
     return s.kind == StepKind::kNetdevMove || s.kind == StepKind::kMacvlan ||
            s.kind == StepKind::kRdmaMove;
   };
+  auto follows_the_device = [](const StepRecord& s) {
+    return s.kind == StepKind::kIpam || s.kind == StepKind::kPodInfo ||
+           s.kind == StepKind::kDeviceInfo;
+  };
   auto device = std::find_if(steps.begin(), steps.end(), is_device_step);
-  auto ipam = std::find_if(steps.begin(), steps.end(),
-                           [](const StepRecord& s) { return s.kind == StepKind::kIpam; });
-  if (device != steps.end() && ipam != steps.end() && ipam > device) {
-    std::rotate(device, ipam, ipam + 1);
+  if (device != steps.end()) {
+    std::stable_partition(device, steps.end(), follows_the_device);
   }
 }
 
@@ -198,6 +203,7 @@ json AttachmentRecord::to_json() const {
           {"ifname", ifname},
           {"netns", netns},
           {"netnsCookie", netns_cookie},
+          {"netnsId", netns_id},
           {"mode", name_of(kModeNames, mode)},
           {"phase", name_of(kPhaseNames, phase)},
           {"deviceKey", device_key},
@@ -217,6 +223,7 @@ Expected<AttachmentRecord> AttachmentRecord::from_json(const json& doc, const st
   f.integer("version", &version).required_string("network", &r.network);
   f.string("containerID", &r.container_id).string("ifname", &r.ifname);
   f.string("netns", &r.netns).integer64("netnsCookie", &cookie);
+  f.integer_in("netnsId", -1, std::numeric_limits<int>::max(), &r.netns_id);
   f.name("mode", kModeNames, &r.mode).name("phase", kPhaseNames, &r.phase);
   f.string("config", &r.config);
   TRY(f.status());

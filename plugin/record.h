@@ -73,9 +73,10 @@ struct AttachmentId {
 // Puts the steps in the order undo() takes them, last first, which is ADD's reversed but for
 // two things: an InfiniBand device that went into the pod before its netdev (rdma-move with
 // beforeNetdev) also goes home before it, since moving it recreates its IPoIB netdev in
-// the netns it leaves, where the netdev's inverse then finds it; and the IPAM release comes
-// after the device (netdev, RDMA device, macvlan child) is home or gone, so an address is
-// never released while the pod may still carry it. Ordering twice changes nothing.
+// the netns it leaves, where the netdev's inverse then finds it; and the IPAM release and
+// the removal of the pod's files come after the device (netdev, RDMA device, macvlan child)
+// is home or gone, so an address is never released while the pod may still carry it.
+// Ordering twice changes nothing.
 void order_for_undo(std::vector<StepRecord>& steps);
 
 struct AttachmentRecord {
@@ -84,6 +85,10 @@ struct AttachmentRecord {
   std::string ifname;
   std::string netns;
   uint64_t netns_cookie = 0;  // the pod netns's cookie at ADD; 0 when the kernel has none
+  // The host's id for the pod netns (RTM_NEWNSID at ADD); -1 in records made without one.
+  // Through it DEL still sees into the netns when its pin is gone but a process keeps the
+  // netns alive.
+  int netns_id = -1;
   Mode mode = Mode::kNetdev;
   Phase phase = Phase::kAdding;
   std::string device_key;   // the device's lock and hold key (plugin/device.h)

@@ -16,6 +16,7 @@ TEST(Record, RoundTripsIdentityStepsAndReport) {
   r.ifname = "net1";
   r.netns = "/run/netns/p";
   r.netns_cookie = 1ULL << 40;
+  r.netns_id = 7;
   r.mode = Mode::kMacvlan;
   r.phase = Phase::kAdded;
   r.device_key = "name-6574";
@@ -35,6 +36,11 @@ TEST(Record, RoundTripsIdentityStepsAndReport) {
   ASSERT_TRUE(back) << back.error().msg();
   EXPECT_EQ(back->id(), r.id());
   EXPECT_EQ(back->netns_cookie, r.netns_cookie);
+  EXPECT_EQ(back->netns_id, 7);
+  json without_id = doc;
+  without_id.erase("netnsId");
+  EXPECT_EQ(AttachmentRecord::from_json(without_id, "f")->netns_id, -1)
+      << "a record made without an id has none";
   EXPECT_EQ(back->mode, Mode::kMacvlan);
   EXPECT_EQ(back->phase, Phase::kAdded);
   EXPECT_EQ(back->device_key, "name-6574");
@@ -165,8 +171,9 @@ TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
       << "a record without beforeNetdev is undone as it was written";
 }
 
-// The address goes after the device is home (undo pops from the back: the IPAM step sits
-// before the device steps), in both modes; what ADD took after IPAM is undone first.
+// The address goes, and the pod's files about the device, after the device is home (undo
+// pops from the back: these steps sit before the device steps), in both modes; what ADD took
+// after IPAM is undone first.
 TEST(Record, TheAddressIsReleasedAfterTheDeviceIsHome) {
   std::vector<StepRecord> netdev = {{StepKind::kHoldDevice, {}},
                                     {StepKind::kNetdevMove, {}},
@@ -175,11 +182,13 @@ TEST(Record, TheAddressIsReleasedAfterTheDeviceIsHome) {
                                     {StepKind::kSourceRouting, {}},
                                     {StepKind::kSoftRoce, {}},
                                     {StepKind::kRdmaMove, {{"beforeNetdev", false}}},
+                                    {StepKind::kDeviceInfo, {}},
                                     {StepKind::kPodInfo, {}}};
   order_for_undo(netdev);
   const std::vector<StepKind> want = {
-      StepKind::kHoldDevice,    StepKind::kIpam,     StepKind::kNetdevMove, StepKind::kVfSettings,
-      StepKind::kSourceRouting, StepKind::kSoftRoce, StepKind::kRdmaMove,   StepKind::kPodInfo};
+      StepKind::kHoldDevice,    StepKind::kIpam,       StepKind::kDeviceInfo,
+      StepKind::kPodInfo,       StepKind::kNetdevMove, StepKind::kVfSettings,
+      StepKind::kSourceRouting, StepKind::kSoftRoce,   StepKind::kRdmaMove};
   EXPECT_EQ(kinds(netdev), want);
   order_for_undo(netdev);
   EXPECT_EQ(kinds(netdev), want) << "ordering twice changes nothing";

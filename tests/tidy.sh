@@ -22,11 +22,11 @@ shift
 cd "$(dirname "$0")/.."
 [ -f "$build/compile_commands.json" ] || { echo "tidy: no $build/compile_commands.json" >&2; exit 1; }
 command -v clang-tidy >/dev/null || { echo "tidy: clang-tidy missing (tests/deps.sh installs it)" >&2; exit 1; }
-# A unity build (tests/run.sh makes one) compiles batches of files, so its compile
-# database has no entry per file: configure (not build) the same tree without
-# batching next to it and use that database.
+# A unity build (tests/run.sh makes one; its -D without a type is cached UNINITIALIZED)
+# compiles batches of files, so its compile database has no entry per file: configure
+# (not build) the same tree without batching next to it and use that database.
 db=$build
-if grep -q '^CMAKE_UNITY_BUILD:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+if grep -Eq '^CMAKE_UNITY_BUILD:[A-Z]+=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   db=$build/tidy-db
   cmake -S . -B "$db" -G Ninja -DCMAKE_UNITY_BUILD=OFF >/dev/null
 fi

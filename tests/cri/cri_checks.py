@@ -73,6 +73,7 @@ def run_all(node, check):
     cancelled_mid_add(node, check, node.add_device(7))
     result_version_1_1_0(node, check, node.add_device(8))
     versions_list(node, check, node.add_device(9))
+    pod_disguises_its_device(node, check, node.add_device(11))
 
 
 def two_pods_two_devices(node, check, dev_a, dev_b):
@@ -282,6 +283,37 @@ def versions_list(node, check, dev):
         node.stop_and_remove(sid)
     clean, held = node.clean()
     check("cni-versions-list-nothing-left", clean and node.home(dev)[0], held or "nothing held")
+
+
+def pod_disguises_its_device(node, check, dev):
+    # A pod with CAP_NET_ADMIN in its netns renames the device, gives it another MAC and
+    # puts a decoy under the name rdmanet gave it. DEL must still find the device (by the
+    # veth's peer on the bridge, which the pod cannot touch), bring it home as it was, and
+    # release the address only then.
+    node.use_network(node.conflist(dev))
+    sid, err = node.run_pod("disguiser")
+    if not sid:
+        check("pod-disguises-its-device", False, err)
+        return
+    _, info = node.status(sid)
+    pod = ["nsenter", "-t", str(info["pid"]), "-n", "ip"]
+    for argv in (["link", "set", "eth0", "down"], ["link", "set", "eth0", "name", "hidden0"],
+                 ["link", "set", "hidden0", "address", "02:00:00:00:be:ef"],
+                 ["link", "add", "eth0", "type", "veth", "peer", "name", "decoy0"],
+                 ["link", "set", "hidden0", "up"]):
+        run(*(pod + argv))
+    disguised = node.pod_links(sid)
+    node.stop_pod(sid)
+    home, now = node.home(dev)
+    check("disguised-device-comes-home", home and not node.leases() and "hidden0" in disguised,
+          "pod renamed eth0 to hidden0 with MAC 02:00:00:00:be:ef and made a decoy eth0; "
+          "after StopPodSandbox %s is %s (want %s), leases %s" %
+          (dev, now, node.devices[dev], node.leases()))
+    node.remove_pod(sid)
+    clean, held = node.clean()
+    check("disguised-nothing-left", clean and node.home(dev)[0] and
+          node.calls_for(sid) == ["ADD", "DEL", "DEL (no netns)"],
+          "%s; calls %s" % (held or "nothing held", node.calls_for(sid)))
 
 
 def node_subnet(node):
