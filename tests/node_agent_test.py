@@ -76,6 +76,7 @@ class Node:
         self.netns = set()
         self.port = free_port()
         self.agent = None
+        self.holders = []  # processes keeping a pod netns alive without its pin
         self.conf = {
             "cniVersion": "1.0.0", "name": NET, "type": "rdmanet", "stateDir": self.state,
             "podInfoDir": self.pods_dir,
@@ -203,8 +204,27 @@ class Node:
             time.sleep(0.1)
         return None
 
+    def unpin_held(self, ns):
+        """Removes the pod's pin while a process in it keeps the netns alive, as after
+        containerd removed the pin with a process of the pod still running."""
+        holder = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"])
+        self.holders.append(holder)
+        own = os.readlink("/proc/self/ns/net")
+        for _ in range(200):
+            try:
+                if os.readlink("/proc/%d/ns/net" % holder.pid) != own:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self.kill_pod(ns)
+        return holder
+
     def cleanup(self):
         self.stop_agent(signal.SIGKILL)
+        for holder in self.holders:
+            holder.kill()
+            holder.wait()
         for ns in list(self.netns):
             run("ip", "netns", "del", ns, check_rc=False)
         for dev in self.devices:
@@ -268,6 +288,30 @@ def scenario(node):
           "unreadable_records %s, file still there: %s"
           % (node.metric("rdmanet_unreadable_records"), os.path.exists(junk)))
     os.unlink(junk)
+
+    # A pod netns without its pin but held by a process: the device and its address are
+    # still in use there. The agent releases nothing (the teardown answers 11, counted)
+    # until the process is gone and the netns with it.
+    dev5, ns5 = node.attach(5)
+    errors_at = node.metric("rdmanet_reconcile_errors_total", default=0, stage="teardown")
+    holder = node.unpin_held(ns5)
+    node.wait_rounds(4)
+    still = node.devices[dev5] in run("nsenter", "-t", str(holder.pid), "-n", "ip", "-o", "link",
+                                      "show", "net1", check_rc=False).stdout
+    errors = node.metric("rdmanet_reconcile_errors_total", default=0, stage="teardown") - errors_at
+    kept = (any(n.startswith("c5.") for n in node.records()), len(node.leases()),
+            "uid-c5" in node.pod_dirs())
+    check("netns-held-by-a-process-keeps-its-address",
+          still and kept == (True, 3, True) and errors >= 2,
+          "4 rounds with the pin gone and a process in the netns: device still there %s; "
+          "record, leases, pod dir %s; teardown errors %s" % (still, kept, errors))
+    holder.kill()
+    holder.wait()
+    node.wait_rounds(3)
+    kept = (any(n.startswith("c5.") for n in node.records()), len(node.leases()),
+            "uid-c5" in node.pod_dirs())
+    check("netns-released-by-its-process-torn-down", kept == (False, 2, False),
+          "record, leases, pod dir once the process exited: %s" % (kept,))
 
     # A lease without an rdmanet attachment (the IPAM plugin called by hand, its netns gone
     # since): rdmanet-ipam's reclaim rule, run by the agent, releases it.
