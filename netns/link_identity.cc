@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace rdmanet::netns {
 
@@ -113,22 +114,44 @@ Expected<int> assign_netns_id(Rtnl& rtnl, const Netns& other) {
   return netns_id(rtnl, other);
 }
 
+namespace {
+
+// The view a veth `peer` gives of its other end, when it is one with a peer elsewhere.
+std::optional<FarPeerView> view_from(const LinkInfo& peer) {
+  if (peer.kind != "veth" || peer.parent_index == 0 || !peer.link_netnsid) {
+    return std::nullopt;
+  }
+  // The link's netns id is in the host's terms (the asking socket's), also for a link
+  // asked about in another netns.
+  return FarPeerView{true, peer.parent_index, *peer.link_netnsid};
+}
+
+}  // namespace
+
 Expected<FarPeerView> locate_by_far_peer(Rtnl& host_rtnl, const LinkIdentity& id) {
-  FarPeerView view;
   auto peer = find_link_by_index_in(host_rtnl, id.far_netnsid, id.far_peer);
-  if (!peer) {
-    if (peer.error().kind() == ErrorKind::kDeviceNotFound) {
-      return view;  // the peer, or its netns, is gone: a veth pair dies as one
-    }
+  if (!peer && peer.error().kind() != ErrorKind::kDeviceNotFound) {
     return std::move(peer).error();
   }
-  if (peer->kind != "veth" || peer->parent_index == 0 || !peer->link_netnsid) {
-    return view;  // another link took the index; ours was deleted with its pair
+  if (peer) {
+    if (auto view = view_from(*peer)) {
+      return *view;
+    }
   }
-  view.paired = true;
-  view.device_index = peer->parent_index;
-  view.device_netnsid = *peer->link_netnsid;  // in the host's terms (the asking socket's)
-  return view;
+  // Not there (a veth pair dies as one): or moved to the host, as rdmanet's DEL does when
+  // the peer is itself a device of another pod (two ports of one wire, each given to a
+  // pod). A host link is out of the pod's reach; its index and its peer's index must both
+  // be the pair's, so another veth that took the index is not taken for it.
+  auto in_host = find_link_by_index(host_rtnl, id.far_peer);
+  if (!in_host && in_host.error().kind() != ErrorKind::kDeviceNotFound) {
+    return std::move(in_host).error();
+  }
+  if (in_host) {
+    if (auto view = view_from(*in_host); view && view->device_index == id.index) {
+      return *view;
+    }
+  }
+  return FarPeerView{};
 }
 
 Expected<bool> peer_still_in_host(Rtnl& host_rtnl, const LinkIdentity& id) {

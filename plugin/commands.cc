@@ -140,32 +140,65 @@ Status cmd_status(const cni::Call& call) {
   return s;
 }
 
+namespace {
+
+// The GC request for the IPAM plugin: the runtime's, with the attachments rdmanet could
+// not undo added to the valid ones, since their devices (and addresses) may still be in
+// use in a pod.
+std::string ipam_gc_request(const cni::Call& call, const std::vector<cni::AttachmentRef>& kept) {
+  if (kept.empty()) {
+    return call.stdin_text;
+  }
+  nlohmann::json doc = call.conf.raw;
+  nlohmann::json& valid = doc["cni.dev/valid-attachments"];
+  if (!valid.is_array()) {
+    valid = nlohmann::json::array();
+  }
+  for (const auto& ref : kept) {
+    valid.push_back({{"containerID", ref.container_id}, {"ifname", ref.ifname}});
+  }
+  return doc.dump();
+}
+
+}  // namespace
+
 Status cmd_gc(const cni::Call& call) {
   StateStore store(state_dir_of(call.conf));
   const int timeout = ipam_timeout_of(call.conf);
-  // The spec: GC goes on past what it cannot clean up, and always passes GC on to IPAM.
+  // The spec: GC goes on past what it cannot clean up, and passes GC on to IPAM, which
+  // releases every lease not in the valid list. So nothing rdmanet could not undo, or
+  // could not read, may reach it as invalid: the address may still be in use.
   std::vector<Error> failed;
+  std::vector<cni::AttachmentRef> kept;
+  bool can_release = true;
   if (auto listing = store.list(call.conf.name); !listing) {
     failed.push_back(std::move(listing).error());
+    can_release = false;
   } else {
     for (auto& file : listing->unreadable) {
       failed.push_back(std::move(file.error));
+      can_release = false;
     }
     const auto& valid = call.conf.valid_attachments;
     for (const auto& record : listing->records) {
-      if (std::find(valid.begin(), valid.end(),
-                    cni::AttachmentRef{record.container_id, record.ifname}) != valid.end()) {
+      cni::AttachmentRef ref{record.container_id, record.ifname};
+      if (std::find(valid.begin(), valid.end(), ref) != valid.end()) {
         continue;
       }
       spdlog::info("GC: removing attachment {}/{}", record.container_id, record.ifname);
       if (auto s = undo_attachment(store, record.id(), record.device_key, call.env, timeout); !s) {
         failed.push_back(std::move(s).error().context(record.id().str()));
+        kept.push_back(std::move(ref));
       }
     }
   }
-  if (!call.conf.ipam_type.empty()) {
+  if (!call.conf.ipam_type.empty() && !can_release) {
+    failed.push_back(Error(ErrorKind::kTryAgainLater,
+                           "IPAM GC not run: an attachment record rdmanet cannot read may own "
+                           "any of the leases (see `rdmanet state list`)"));
+  } else if (!call.conf.ipam_type.empty()) {
     auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env,
-                                   call.stdin_text, ipam_options(timeout));
+                                   ipam_gc_request(call, kept), ipam_options(timeout));
     // A plugin that predates GC says 1, or (libcni's skel before 1.1) that a variable its
     // commands need is missing: 3 or 4.
     const int code = s ? 0 : cni::error_code(s.error());

@@ -118,6 +118,13 @@ class Hostile : public Rdmanet {
     Rdmanet::TearDown();
   }
 
+  // rdmanet-ipam in place of host-local, which predates GC (CNI 1.1).
+  json with_gc_capable_ipam() {
+    json ipam = conf(json::object())["ipam"];
+    ipam["type"] = "rdmanet-ipam";
+    return {{"ipam", ipam}};
+  }
+
   // DEL could not prove the device home or gone: 11 naming it, record and address kept.
   void expect_del_holds_on(const Output& d) {
     EXPECT_EQ(d.code(), 11) << d.out << d.err;
@@ -379,6 +386,20 @@ TEST_F(Hostile, WithoutAnIdentityDelNeverReportsARenamedDeviceGone) {
   expect_del_finished(cni("DEL", "evil", "", config_));
 }
 
+// A record GC cannot read may be the record of any lease: the IPAM plugin's GC, which
+// releases every lease the runtime's list does not name, is not run.
+TEST_F(Hostile, GcReleasesNoLeaseWhileARecordIsUnreadable) {
+  attach(with_gc_capable_ipam());
+  std::ofstream(record_file()) << "{torn";
+  json gc = config_;
+  gc["cniVersion"] = "1.1.0";
+  gc["cni.dev/valid-attachments"] = json::array();
+  auto out = cni("GC", "", "", gc, "");
+  EXPECT_EQ(out.exit_code, 1) << out.out;
+  EXPECT_NE(out.msg().find("IPAM GC not run"), std::string::npos) << out.msg();
+  EXPECT_EQ(leases().size(), 1U) << "a lease went while its record could not be read";
+}
+
 // --- a pod netns alive without its pin ----------------------------------------------------
 
 // The pin is gone (the runtime's DEL comes without a netns, as containerd's does), but a
@@ -386,14 +407,15 @@ TEST_F(Hostile, WithoutAnIdentityDelNeverReportsARenamedDeviceGone) {
 // and releases nothing; once the process is gone, so is the netns, and DEL finishes.
 class Unpinned : public Hostile, public ::testing::WithParamInterface<const char*> {
  protected:
-  void attach_kind() {
+  void attach_kind(json extra = json::object()) {
     const std::string kind = GetParam();
     if (kind == "far-veth") {
-      attach_far();
+      attach_far(extra);
     } else if (kind == "macvlan") {
-      attach({{"mode", "macvlan"}});
+      extra["mode"] = "macvlan";
+      attach(extra);
     } else {
-      attach();
+      attach(extra);
     }
   }
 };
@@ -408,6 +430,20 @@ TEST_P(Unpinned, NothingIsReleasedWhileAProcessHoldsThePodNetns) {
 
   release_pod_netns();
   expect_del_finished(cni("DEL", "evil", "", config_));
+}
+
+// GC (the runtime's list says the attachment is gone) cannot undo it either, and passes
+// the attachment to the IPAM plugin's GC as valid: the lease stays with the device.
+TEST_P(Unpinned, GcKeepsTheLeaseOfWhatItCouldNotUndo) {
+  attach_kind(with_gc_capable_ipam());
+  unpin_pod_held_by_a_process();
+  json gc = config_;
+  gc["cniVersion"] = "1.1.0";
+  gc["cni.dev/valid-attachments"] = json::array();
+  expect_del_holds_on(cni("GC", "", "", gc, ""));
+
+  release_pod_netns();
+  expect_del_finished(cni("GC", "", "", gc, ""));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Unpinned, ::testing::Values("host-veth", "far-veth", "macvlan"),

@@ -150,6 +150,29 @@ TEST_F(Undo, APartialUndoRecordsExactlyTheStepsLeft) {
 
 // GC goes on past an attachment it cannot undo, and always forwards GC to the IPAM plugin
 // (the spec); its error names what it left.
+// Two ports of one wire, each given to a pod (the kernel lab's shared-pingpong does this):
+// the second port's peer is in the first pod at ADD, and back in the host once the first
+// pod's DEL has brought it home. The second DEL still finds its device through that peer.
+TEST_F(Undo, BothEndsOfAWireGivenToPodsComeHomeInEitherOrder) {
+  for (bool first_a : {true, false}) {
+    auto [port_a, port_b] = make_ports();
+    std::string pod_a = make_pod();
+    std::string pod_b = make_pod();
+    json a = conf({{"device", port_a}});
+    json b = conf({{"device", port_b}});
+    ASSERT_EQ(cni("ADD", "wire-a", pod_a, a).exit_code, 0);
+    ASSERT_EQ(cni("ADD", "wire-b", pod_b, b).exit_code, 0);
+    auto first = first_a ? cni("DEL", "wire-a", pod_a, a) : cni("DEL", "wire-b", pod_b, b);
+    auto second = first_a ? cni("DEL", "wire-b", pod_b, b) : cni("DEL", "wire-a", pod_a, a);
+    EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+    EXPECT_EQ(second.exit_code, 0) << second.out << second.err;
+    EXPECT_TRUE(link_exists(port_a)) << port_a << " is not home";
+    EXPECT_TRUE(link_exists(port_b)) << port_b << " is not home: " << sh("ip -br link", false);
+    EXPECT_TRUE(state_files().empty());
+    EXPECT_TRUE(leases().empty());
+  }
+}
+
 TEST_F(Undo, GcGoesOnPastAFailureAndStillForwardsToIpam) {
   auto [port_a, peer_a] = make_ports();
   auto [port_b, peer_b] = make_ports();

@@ -67,6 +67,7 @@ void Rdmanet::SetUp() {
   dir_ = tmp_.path();
   fs::create_directories(dir_ + "/bin");
   fs::create_symlink(RDMANET_BINARY, dir_ + "/bin/rdmanet");
+  fs::create_symlink(RDMANET_IPAM_BINARY, dir_ + "/bin/rdmanet-ipam");
   for (const char* p : {"host-local", "tuning"}) {
     fs::create_symlink(std::string("/usr/lib/cni/") + p, dir_ + "/bin/" + p);
   }
@@ -174,10 +175,16 @@ std::vector<std::string> Rdmanet::leases() {
   if (!fs::exists(dir_ + "/ipam/rail0")) {
     return out;
   }
-  for (const auto& e : fs::directory_iterator(dir_ + "/ipam/rail0")) {
-    std::string name = e.path().filename();
-    if (name.rfind("10.", 0) == 0) {
-      out.push_back(name);
+  // host-local: a file per address; rdmanet-ipam: the same under leases/.
+  for (const auto& dir : {dir_ + "/ipam/rail0", dir_ + "/ipam/rail0/leases"}) {
+    if (!fs::is_directory(dir)) {
+      continue;
+    }
+    for (const auto& e : fs::directory_iterator(dir)) {
+      std::string name = e.path().filename();
+      if (name.rfind("10.", 0) == 0) {
+        out.push_back(name);
+      }
     }
   }
   return out;

@@ -36,9 +36,9 @@ std::string sh(const std::string& cmd, bool must_succeed = true);
 
 bool link_exists(const std::string& name, const std::string& netns = "");
 
-// Each test gets a directory with a CNI_PATH (rdmanet, host-local, tuning and a broken
-// garbage-ipam), a state dir and an IPAM data dir, and removes the namespaces and links it
-// made, also when it fails. Names carry a per-test tag, so tests may run in parallel.
+// Each test gets a directory with a CNI_PATH (rdmanet, rdmanet-ipam, host-local, tuning
+// and a broken garbage-ipam), a state dir and an IPAM data dir, and removes the namespaces
+// and links it made, also when it fails. Names carry a per-test tag, so tests may run in parallel.
 class Rdmanet : public ::testing::Test {
  protected:
   void SetUp() override;
@@ -71,7 +71,7 @@ class Rdmanet : public ::testing::Test {
   // Files left in the state dir, other than lock files.
   std::vector<std::string> state_files();
 
-  // The addresses host-local holds for network rail0.
+  // The addresses host-local or rdmanet-ipam holds for network rail0.
   std::vector<std::string> leases();
 
   // A field of `ip -j link show` for the link, as JSON text; empty when absent.
