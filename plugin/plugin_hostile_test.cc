@@ -406,6 +406,14 @@ TEST_F(Hostile, GcReleasesNoLeaseWhileARecordIsUnreadable) {
 // process still holds the netns, and with it the device and its address. DEL answers 11
 // and releases nothing; once the process is gone, so is the netns, and DEL finishes.
 class Unpinned : public Hostile, public ::testing::WithParamInterface<const char*> {
+ public:
+  // The kind as a test name ("far-veth" -> "farveth").
+  static std::string kind_name(const ::testing::TestParamInfo<const char*>& info) {
+    std::string name = info.param;
+    name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+    return name;
+  }
+
  protected:
   void attach_kind(json extra = json::object()) {
     const std::string kind = GetParam();
@@ -447,11 +455,35 @@ TEST_P(Unpinned, GcKeepsTheLeaseOfWhatItCouldNotUndo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Unpinned, ::testing::Values("host-veth", "far-veth", "macvlan"),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
-                           return name;
-                         });
+                         Unpinned::kind_name);
+
+// A new pod's ADD of the same device would reclaim it from the old pod, whose pin is
+// gone: not while a process holds the old netns (a macvlan parent is shared: nothing to
+// reclaim). Once the netns is gone, the reclaim releases the old address; these veths
+// died with it, so the ADD then finds no device (a physical NIC comes back: the PCI lab
+// tier).
+class UnpinnedNetdev : public Unpinned {};
+
+TEST_P(UnpinnedNetdev, AddReclaimsNothingWhileAProcessHoldsTheOldPodNetns) {
+  attach_kind();
+  unpin_pod_held_by_a_process();
+  std::string next_pod = make_pod();
+  auto add = cni("ADD", "next", next_pod, config_);
+  EXPECT_EQ(add.code(), 11) << add.out << add.err;
+  EXPECT_NE(add.msg().find("outlived its pin"), std::string::npos) << add.msg();
+  EXPECT_EQ(leases().size(), 1U) << "the old pod's address was released";
+  EXPECT_FALSE(state_files().empty()) << "the old pod's record was dropped";
+
+  release_pod_netns();
+  auto again = cni("ADD", "next", next_pod, config_);
+  EXPECT_EQ(again.code(), 100) << again.out << again.err;
+  EXPECT_NE(again.msg().find(port_), std::string::npos) << again.msg();
+  EXPECT_TRUE(leases().empty()) << "the reclaim kept the old pod's address";
+  EXPECT_TRUE(state_files().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, UnpinnedNetdev, ::testing::Values("host-veth", "far-veth"),
+                         Unpinned::kind_name);
 
 }  // namespace
 }  // namespace rdmanet::plugin::testing
