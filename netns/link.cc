@@ -189,6 +189,11 @@ Expected<LinkInfo> find_link_by_index(Rtnl& rtnl, int index) {
 }
 
 Expected<LinkInfo> find_link_by_index_in(Rtnl& rtnl, int netnsid, int index) {
+  if (netnsid < 0) {
+    // The kernel would take it for "the socket's own netns", which is not what was asked.
+    return Error(ErrorKind::kInternal,
+                 "find link in netns id " + std::to_string(netnsid) + ": not a netns id");
+  }
   return get_link(
       rtnl, index, "",
       "find link with index " + std::to_string(index) + " in netns id " + std::to_string(netnsid),
@@ -227,6 +232,10 @@ Expected<std::vector<LinkInfo>> list_links(Rtnl& rtnl) {
 }
 
 Expected<std::optional<std::vector<LinkInfo>>> list_links_in(Rtnl& rtnl, int netnsid) {
+  if (netnsid < 0) {
+    return Error(ErrorKind::kInternal,
+                 "list links in netns id " + std::to_string(netnsid) + ": not a netns id");
+  }
   auto links = dump_links(rtnl, netnsid, "list links in netns id " + std::to_string(netnsid));
   if (!links) {
     if (links.error().kind() == ErrorKind::kDeviceNotFound) {

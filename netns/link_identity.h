@@ -30,7 +30,9 @@ struct LinkIdentity {
   // A veth whose peer was in a third netns at ADD (a NIC emulated by a veth whose far end
   // is on a switch netns): the peer's index there and the host's id for that netns. The
   // pod cannot reach that netns, and the peer names the device's netns and index wherever
-  // it went (locate_by_far_peer).
+  // it went (locate_by_far_peer). Unless that netns is another pod's (two ends of one wire
+  // given to two pods), which may move the peer away: a peer not found proves nothing
+  // alone (plugin/device_steps.cc veth_unlocated).
   int far_peer = 0;
   int far_netnsid = -1;
 

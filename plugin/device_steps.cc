@@ -256,9 +256,6 @@ Expected<std::optional<LinkInfo>> find_device(Rtnl& rtnl, const Netns& here, con
   return std::optional<LinkInfo>(std::move(found.front()));
 }
 
-// Out of the pod, preferring the host name. The kernel moves a link under its current name
-// when that is free in the target and renames it afterwards, so a failed rename can leave
-// it in the host under its pod name: the caller finds it there either way.
 using FindDevice = std::function<Expected<std::optional<LinkInfo>>(Rtnl& rtnl)>;
 
 // Sends the device (found in the pod by `find` through the pod's socket) to the host.
@@ -364,6 +361,47 @@ Error alive_without_pin(const Attachment& a, const std::string& what) {
                    "The record (and the address) stays until the device is home or gone");
 }
 
+// A veth whose peer is not where it was: deleted (a veth pair dies as one), or moved by
+// whoever holds its netns (the other end of a wire given to another pod). Gone, unless the
+// pod netns still has a veth at the device's index paired with a link outside it: then
+// nothing proves it gone, and the record stays until the netns is.
+Status veth_unlocated(const Attachment& a, Rtnl& host_rtnl, const HostSettings& h,
+                      const std::string& what) {
+  const int index = h.identity.index;
+  if (a.pod()) {
+    TRY_ASSIGN(bool there, in_netns(*a.pod(), [&]() -> Expected<bool> {
+                 TRY_ASSIGN(auto rtnl, Rtnl::open());
+                 auto link = netns::find_link_by_index(rtnl, index);
+                 if (!link) {
+                   return link.error().kind() == ErrorKind::kDeviceNotFound
+                              ? Expected<bool>(false)
+                              : Expected<bool>(std::move(link).error());
+                 }
+                 return link->kind == "veth" && link->link_netnsid.has_value();
+               }));
+    if (there) {
+      return Error(ErrorKind::kTryAgainLater,
+                   what + ": its peer is not where it was, and the pod netns " + a.rec().netns +
+                       " has a veth at index " + std::to_string(index) +
+                       " paired outside it, which may be the device. The record stays; DEL "
+                       "completes once the device is home or the netns is gone");
+    }
+  } else {
+    for (int tries = 0;; ++tries) {
+      TRY_ASSIGN(bool alive, still_in_unpinned_netns(host_rtnl, a.rec().netns_id, index, "veth"));
+      if (!alive) {
+        break;
+      }
+      if (tries == kDyingNetnsTries) {
+        return alive_without_pin(a, what);
+      }
+      pause_before_looking_again();
+    }
+  }
+  spdlog::info("{} is gone with its peer", what);
+  return ok_status();
+}
+
 // A device with nothing out of the pod's reach (a record of rdmanet 0.1, a virtual link
 // without a peer in the host): gone only once its netns is.
 Status weak_device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& h) {
@@ -394,17 +432,17 @@ Status device_missing(const Attachment& a, Rtnl& host_rtnl, const HostSettings& 
       "device " + h.name +
       (id.parent_dev.empty() ? "" : " (" + id.parent_bus + " " + id.parent_dev + ")");
   if (id.host_peer != 0) {
-    // A veth dies with its peer: with the host end gone, so is the device. A host end still
-    // paired with a link in another netns: the device lives there.
+    // A host end still paired with a link in another netns: the device lives there. A host
+    // end gone or no longer paired: see veth_unlocated.
     for (int tries = 0;; ++tries) {
       auto peer = netns::find_link_by_index(host_rtnl, id.host_peer);
       if (!peer && peer.error().kind() != ErrorKind::kDeviceNotFound) {
         return std::move(peer).error();
       }
-      if (!peer || !peer->link_netnsid || !h.peer_in_host) {
-        spdlog::info("device {} is gone with its peer (index {}), or went with it", h.name,
-                     id.host_peer);
-        return ok_status();
+      if (!peer || peer->kind != "veth" || !peer->link_netnsid || !h.peer_in_host) {
+        return veth_unlocated(a, host_rtnl, h,
+                              "device " + h.name + " (a veth whose peer in the host was index " +
+                                  std::to_string(id.host_peer) + ")");
       }
       if (a.pod() || tries == kDyingNetnsTries) {
         break;
@@ -474,8 +512,16 @@ Status bring_far_veth_home(const Attachment& a, const HostSettings& h) {
   for (int tries = 0;; ++tries) {
     TRY_ASSIGN(auto view, netns::locate_by_far_peer(rtnl, id));
     if (!view.paired) {
-      spdlog::info("{} is gone with its peer", what);
-      return ok_status();
+      return veth_unlocated(a, rtnl, h, what);
+    }
+    if (view.device_netnsid < 0) {
+      // The device's netns is dying: the kernel drops its ids before its links.
+      if (tries == kDyingNetnsTries) {
+        return Error(ErrorKind::kTryAgainLater,
+                     what + " is in a netns without an id (dying?); the record stays");
+      }
+      pause_before_looking_again();
+      continue;
     }
     // The answer gave the device's netns an id in the host, the host's own included.
     TRY_ASSIGN(int host_id, netns::netns_id(rtnl, a.host()));
@@ -492,7 +538,7 @@ Status bring_far_veth_home(const Attachment& a, const HostSettings& h) {
     if (a.pod()) {
       TRY_ASSIGN(pod_id, netns::netns_id(rtnl, *a.pod()));
     }
-    if (view.device_netnsid == pod_id && !sent) {
+    if (a.pod() && view.device_netnsid == pod_id && !sent) {
       TRY(in_netns(*a.pod(), [&]() -> Status {
         TRY_ASSIGN(auto pod_rtnl, Rtnl::open());
         return send_home(pod_rtnl, a.host(), h,
@@ -524,7 +570,7 @@ Expected<std::optional<LinkInfo>> wait_for_return(Rtnl& rtnl, const Netns& host,
   const bool physical = h.identity.kind.empty() && h.identity.strong();
   for (int tries = 0;; ++tries) {
     TRY_ASSIGN(auto link, find_device(rtnl, host, host, h));
-    if (link || pod_alive || !physical || tries == 20) {
+    if (link || pod_alive || !physical || tries == kDyingNetnsTries) {
       return link;
     }
     pause_before_looking_again();

@@ -368,6 +368,35 @@ TEST_F(Hostile, AFarPeeredVethThePodDeletedIsGone) {
   expect_del_finished(del());
 }
 
+// Two ports of one wire, each given to a pod: pod A can move its port, which is pod B's
+// device's peer, into a netns of its own. Pod B's device has lost its peer's trail but not
+// its pair: B's DEL answers 11 and keeps the address until the trail is back.
+TEST_F(Hostile, APeerTheOtherPodHidesDoesNotMakeTheDeviceGone) {
+  auto [port_a, port_b] = make_ports();
+  std::string pod_a = make_pod();
+  std::string pod_b = make_pod();
+  std::string nested = make_pod();
+  json a = conf({{"device", port_a}});
+  json b = conf({{"device", port_b}});
+  ASSERT_EQ(cni("ADD", "wire-a", pod_a, a).exit_code, 0);
+  ASSERT_EQ(cni("ADD", "wire-b", pod_b, b).exit_code, 0);
+  sh("ip -n " + pod_a + " link set net1 netns " + nested);
+
+  auto d = cni("DEL", "wire-b", pod_b, b);
+  EXPECT_EQ(d.code(), 11) << d.out << d.err;
+  EXPECT_NE(d.msg().find(port_b), std::string::npos) << d.msg();
+  EXPECT_TRUE(link_exists("net1", pod_b)) << "pod B's device left its pod";
+  EXPECT_EQ(leases().size(), 2U) << "pod B's address was released with its device in the pod";
+
+  sh("ip -n " + nested + " link set net1 netns " + pod_a);
+  auto again = cni("DEL", "wire-b", pod_b, b);
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_TRUE(link_exists(port_b));
+  EXPECT_EQ(cni("DEL", "wire-a", pod_a, a).exit_code, 0);
+  EXPECT_TRUE(link_exists(port_a));
+  EXPECT_TRUE(leases().empty());
+}
+
 // A record of rdmanet 0.1 gives a device no identity out of the pod's reach. Renamed and
 // readdressed, it is not provably the device: DEL answers 11 naming it rather than 0 with
 // the device still in the pod, and finishes once the netns is gone.

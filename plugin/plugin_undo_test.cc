@@ -148,8 +148,6 @@ TEST_F(Undo, APartialUndoRecordsExactlyTheStepsLeft) {
   EXPECT_TRUE(state_files().empty());
 }
 
-// GC goes on past an attachment it cannot undo, and always forwards GC to the IPAM plugin
-// (the spec); its error names what it left.
 // Two ports of one wire, each given to a pod (the kernel lab's shared-pingpong does this):
 // the second port's peer is in the first pod at ADD, and back in the host once the first
 // pod's DEL has brought it home. The second DEL still finds its device through that peer.
@@ -173,6 +171,8 @@ TEST_F(Undo, BothEndsOfAWireGivenToPodsComeHomeInEitherOrder) {
   }
 }
 
+// GC goes on past an attachment it cannot undo, and forwards GC to the IPAM plugin (the
+// spec) with that attachment among the valid ones; its error names what it left.
 TEST_F(Undo, GcGoesOnPastAFailureAndStillForwardsToIpam) {
   auto [port_a, peer_a] = make_ports();
   auto [port_b, peer_b] = make_ports();
