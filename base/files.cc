@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "base/fd.h"
 
@@ -86,7 +87,9 @@ int write_all(int fd, std::string_view data) {
   return 0;
 }
 
-Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode) {
+Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode,
+                             Survives survives) {
+  const bool sync = survives == Survives::kMachineCrash;
   std::string tmp = path + ".tmp";
   // A leftover from a crash may be read-only to us; O_EXCL also refuses a symlink.
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
@@ -107,7 +110,7 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
   if (int err = write_all(fd.get(), data); err != 0) {
     return fail("write", err);
   }
-  if (::fsync(fd.get()) != 0) {
+  if (sync && ::fsync(fd.get()) != 0) {
     return fail("sync", errno);
   }
   if (::close(fd.release()) != 0) {
@@ -118,12 +121,28 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
     ::unlink(tmp.c_str());
     return io_error("rename " + tmp + " to " + path, err);
   }
+  if (!sync) {
+    return ok_status();
+  }
   // The new content is visible already; this only makes the rename durable.
   Fd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid()) {
     ::fsync(dir.get());
   }
   return ok_status();
+}
+
+bool changed_before_this_boot(const std::string& path) {
+  struct stat st {};
+  timespec now{};
+  timespec up{};
+  if (::lstat(path.c_str(), &st) != 0 || ::clock_gettime(CLOCK_REALTIME, &now) != 0 ||
+      ::clock_gettime(CLOCK_BOOTTIME, &up) != 0) {
+    return false;
+  }
+  // The boot's wall-clock time, to the second: what /proc/stat's btime says.
+  const time_t booted = now.tv_sec - up.tv_sec;
+  return st.st_ctim.tv_sec < booted;
 }
 
 Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size) {

@@ -29,12 +29,29 @@ Status check_private_directory(const std::string& path);
 // errno of the write that failed.
 int write_all(int fd, std::string_view data);
 
-// Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly
-// `mode`, fsyncs it, renames it over `path` and fsyncs the directory (best
-// effort). The directory must exist. On failure the old file, if any, is left
-// as it was and the temporary file is removed. Not for concurrent writers of
+// What a write must survive. A crash of the process leaves the page cache, so a file
+// written and renamed into place is there whole afterwards; a crash of the machine (power,
+// panic) keeps only what was synced. Each file's writer says which it needs: most state
+// describes namespaces and links that a reboot takes away anyway (README "Durability").
+enum class Survives {
+  kProcessCrash,  // write + rename: no sync
+  kMachineCrash,  // write + fsync + rename + fsync of the directory
+};
+
+// Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly `mode`, renames it
+// over `path`, and, for Survives::kMachineCrash, fsyncs the file before the rename and the
+// directory after it (best effort). The directory must exist. On failure the old file, if
+// any, is left as it was and the temporary file is removed. Not for concurrent writers of
 // one path: they share the temporary name.
-Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode);
+Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode,
+                             Survives survives);
+
+// Whether a file whose content does not parse is what a machine crash leaves of a write
+// that was never synced (a name whose data never reached the disk: empty, zeroes or cut
+// short): true when it was last changed before this boot. Within one boot a write that
+// renames a complete temporary into place is never seen half done, so an unreadable file
+// changed since the boot is something else, and stays an error.
+bool changed_before_this_boot(const std::string& path);
 
 // The whole content of a regular file; std::nullopt when it does not exist. Never follows
 // a symlink in the last component, never blocks on a FIFO (both kIo, naming the path).

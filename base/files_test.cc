@@ -1,7 +1,9 @@
 #include "base/files.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +31,39 @@ std::string content_of(const std::string& path) {
   return ss.str();
 }
 
+// Runs `question` in a child of a time namespace whose boot happened `seconds_ago`, as a
+// process started after a reboot sees it (CLOCK_BOOTTIME is per time namespace; needs
+// root). Returns its answer, or fails the test.
+bool asked_after_a_boot(int seconds_ago, bool (*question)(const std::string&),
+                        const std::string& arg) {
+  timespec up{};
+  ::clock_gettime(CLOCK_BOOTTIME, &up);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWTIME) != 0) {
+      ::_exit(3);
+    }
+    std::ofstream offsets("/proc/self/timens_offsets");
+    offsets << "boottime " << -(up.tv_sec - seconds_ago) << " 0\n";
+    offsets.close();
+    if (!offsets) {
+      ::_exit(4);
+    }
+    pid_t inner = ::fork();  // only children enter the new time namespace
+    if (inner == 0) {
+      ::_exit(question(arg) ? 1 : 0);
+    }
+    int status = 0;
+    ::waitpid(inner, &status, 0);
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 5);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) <= 1)
+      << "time namespace (needs root and Linux 5.6+): status " << status;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 1;
+}
+
 class AtomicFile : public testing::Test {
  protected:
   void SetUp() override {
@@ -41,7 +76,7 @@ TEST_F(AtomicFile, ReplacesWithExactlyTheModeWhateverTheUmask) {
   std::string path = tmp_.path() + "/f";
   std::ofstream(path) << "old";
   mode_t umask_before = ::umask(0077);
-  Status s = write_file_atomically(path, "new", 0644);
+  Status s = write_file_atomically(path, "new", 0644, Survives::kMachineCrash);
   ::umask(umask_before);
   ASSERT_TRUE(s.ok()) << s.error().msg();
   EXPECT_EQ(content_of(path), "new");
@@ -53,7 +88,7 @@ TEST_F(AtomicFile, ReplacesAStaleReadOnlyTemporaryFile) {
   std::string path = tmp_.path() + "/f";
   std::ofstream(path + ".tmp") << "left by a crash";
   ::chmod((path + ".tmp").c_str(), 0444);
-  ASSERT_TRUE(write_file_atomically(path, "new", 0600).ok());
+  ASSERT_TRUE(write_file_atomically(path, "new", 0600, Survives::kProcessCrash).ok());
   EXPECT_EQ(content_of(path), "new");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
@@ -61,12 +96,26 @@ TEST_F(AtomicFile, ReplacesAStaleReadOnlyTemporaryFile) {
 TEST_F(AtomicFile, FailedRenameLeavesNoTemporaryFile) {
   std::string path = tmp_.path() + "/d";
   fs::create_directories(path + "/inside");
-  Status s = write_file_atomically(path, "x", 0600);
+  Status s = write_file_atomically(path, "x", 0600, Survives::kProcessCrash);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().kind(), ErrorKind::kIo);
   EXPECT_NE(s.error().msg().find(path), std::string::npos) << s.error().msg();
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   EXPECT_TRUE(fs::is_directory(path + "/inside"));
+}
+
+TEST_F(AtomicFile, AFileChangedBeforeTheBootIsOneOnlyThen) {
+  std::string path = tmp_.path() + "/record";
+  std::ofstream(path) << "";
+  ::sleep(2);  // ctime is in whole seconds here; the boot below is 1 s ago
+  EXPECT_FALSE(changed_before_this_boot(path)) << "changed in this boot";
+  EXPECT_FALSE(changed_before_this_boot(tmp_.path() + "/missing"));
+  EXPECT_TRUE(asked_after_a_boot(1, changed_before_this_boot, path))
+      << "a process of a boot 1 s ago sees a file changed 2 s ago as from before its boot";
+  EXPECT_FALSE(asked_after_a_boot(60, changed_before_this_boot, path));
+  // Written again: changed in that boot too.
+  ASSERT_TRUE(write_file_atomically(path, "{}", 0600, Survives::kProcessCrash).ok());
+  EXPECT_FALSE(asked_after_a_boot(1, changed_before_this_boot, path));
 }
 
 TEST_F(AtomicFile, MakeDirectoriesCreatesOnlyWhatIsMissing) {

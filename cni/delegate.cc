@@ -11,11 +11,16 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "base/fd.h"
 #include "base/json_fields.h"
+#include "cni/error_code.h"
+#include "cni/skel.h"
 
 extern char** environ;
 
@@ -62,6 +67,21 @@ std::vector<std::string> child_environment(Command command, const Environment& e
   out.push_back("CNI_ARGS=" + env.args);
   out.push_back("CNI_PATH=" + env.path);
   return out;
+}
+
+// The environment a child would get, as the Getenv of a plugin run in process.
+Getenv environment_getenv(const std::vector<std::string>& entries) {
+  auto values = std::make_shared<std::map<std::string, std::string>>();
+  for (const auto& entry : entries) {
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) {
+      values->emplace(entry.substr(0, eq), entry.substr(eq + 1));
+    }
+  }
+  return [values](const std::string& name) -> std::optional<std::string> {
+    auto it = values->find(name);
+    return it == values->end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
 }
 
 struct Exit {
@@ -257,10 +277,20 @@ Expected<std::string> find_plugin(const std::string& type, const std::string& cn
 
 Expected<std::string> exec_plugin(const std::string& type, Command command, const Environment& env,
                                   const std::string& stdin_text, const DelegateOptions& options) {
+  const std::string who = std::string(name_of(kCommandNames, command)) + " via " + type;
+  if (options.in_process != nullptr && options.in_process->name == type) {
+    auto reply = run_in_process(*options.in_process,
+                                environment_getenv(child_environment(command, env)), stdin_text);
+    if (!reply) {
+      // As the exec'd plugin's error would come back: its code, its message after `who`.
+      const Error& e = reply.error();
+      return Error::delegated(error_code(e), who + ": " + e.msg(), e.details());
+    }
+    return reply;
+  }
   TRY_ASSIGN(std::string binary, find_plugin(type, env.path));
   TRY_ASSIGN(Exit exit,
              run(binary, {}, child_environment(command, env), stdin_text, options.timeout));
-  const std::string who = std::string(name_of(kCommandNames, command)) + " via " + type;
   if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
     return std::move(exit.out);
   }

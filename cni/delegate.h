@@ -14,8 +14,13 @@
 
 namespace rdmanet::cni {
 
+struct Plugin;
+
 struct DelegateOptions {
   std::chrono::milliseconds timeout{60000};
+  // A plugin linked into this process: a delegate of its name runs in process (the same
+  // handlers, result and errors, without the exec), and `timeout` does not apply.
+  const Plugin* in_process = nullptr;
 };
 
 // Finds an executable plugin named `type` in the colon-separated `cni_path`.

@@ -174,8 +174,8 @@ Status write_device_info(const std::string& path, const DeviceInfo& info) {
   }
   merge(doc, info, path);
   TRY(make_directories(parent_of(path), 0700).with_context("device-info file " + path));
-  return write_file_atomically(path, doc.dump(-1, ' ', false, json::error_handler_t::replace),
-                               0444);
+  return write_file_atomically(path, doc.dump(-1, ' ', false, json::error_handler_t::replace), 0444,
+                               Survives::kProcessCrash);
 }
 
 Status remove_device_info(const std::string& path, const std::string& pci_address) {

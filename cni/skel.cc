@@ -85,6 +85,17 @@ Expected<std::string> dispatch(const Plugin& plugin, const Call& call) {
   return Error(ErrorKind::kInternal, "unhandled command");
 }
 
+// The call of an environment and a config, as the plugin's handlers get it.
+Expected<Call> make_call(const Plugin& plugin, Environment env, std::string stdin_text) {
+  Call call;
+  call.env = std::move(env);
+  call.stdin_text = std::move(stdin_text);
+  TRY_ASSIGN(call.conf, parse_netconf(call.stdin_text));
+  TRY(check_command_version(call.env.command, call.conf.cni_version));
+  TRY_ASSIGN(call.args, parse_cni_args(call.env.args, plugin.known_args));
+  return call;
+}
+
 Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::istream& in,
                              std::string* reply_version) {
   auto env = read_environment(getenv);
@@ -98,13 +109,9 @@ Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::is
   if (env->command == Command::kVersion) {
     return version_info_json();
   }
-  Call call;
-  call.env = std::move(*env);
-  TRY_ASSIGN(call.stdin_text, read_stdin(in));
-  *reply_version = peek_cni_version(call.stdin_text);
-  TRY_ASSIGN(call.conf, parse_netconf(call.stdin_text));
-  TRY(check_command_version(call.env.command, call.conf.cni_version));
-  TRY_ASSIGN(call.args, parse_cni_args(call.env.args, plugin.known_args));
+  TRY_ASSIGN(std::string text, read_stdin(in));
+  *reply_version = peek_cni_version(text);
+  TRY_ASSIGN(Call call, make_call(plugin, std::move(*env), std::move(text)));
 
   std::string context =
       std::string(name_of(kCommandNames, call.env.command)) + " " + call.conf.name;
@@ -122,6 +129,24 @@ Expected<std::string> handle(const Plugin& plugin, const Getenv& getenv, std::is
 }
 
 }  // namespace
+
+Expected<std::string> run_in_process(const Plugin& plugin, const Getenv& getenv,
+                                     const std::string& stdin_text) {
+  try {
+    TRY_ASSIGN(Environment env, read_environment(getenv));
+    if (env.command == Command::kVersion) {
+      return version_info_json();
+    }
+    if (stdin_text.size() > kMaxStdin) {
+      return Error(ErrorKind::kDecode, "network config exceeds 4 MiB");
+    }
+    TRY_ASSIGN(Call call, make_call(plugin, std::move(env), stdin_text));
+    TRY_ASSIGN(std::string reply, dispatch(plugin, call));
+    return reply.empty() ? reply : reply + "\n";  // as plugin_main prints it
+  } catch (const std::exception& e) {
+    return Error(ErrorKind::kInternal, std::string("internal error: ") + e.what());
+  }
+}
 
 std::string error_json(const Error& error, const std::string& cni_version) {
   nlohmann::json doc = {

@@ -39,6 +39,13 @@ inline constexpr size_t kMaxStdin = 4 << 20;
 // Runs one invocation; returns the process exit code (0 or 1).
 int plugin_main(const Plugin& plugin, const Getenv& getenv, std::istream& in, std::ostream& out);
 
+// One invocation of `plugin` inside this process, as plugin_main would run it from `getenv`
+// and `stdin_text` (the same checks, handlers and encoding, without the process, the
+// logging setup or stdout): the reply plugin_main would print on success, else its error.
+// For a caller that runs a plugin it links in place of exec'ing it (cni/delegate.h).
+Expected<std::string> run_in_process(const Plugin& plugin, const Getenv& getenv,
+                                     const std::string& stdin_text);
+
 // The JSON document for an error reply.
 std::string error_json(const Error& error, const std::string& cni_version);
 

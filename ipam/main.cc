@@ -20,118 +20,13 @@
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
 #include "ipam/cluster_admin.h"
+#include "ipam/commands.h"
 #include "ipam/config.h"
 #include "ipam/etcd.h"
 #include "ipam/node_name.h"
 
 namespace rdmanet::ipam {
 namespace {
-
-EtcdClient etcd_client_for(const ClusterConfig& c) { return {c.endpoints, c.tls, c.timeout}; }
-
-// The allocator of the call's network; in cluster mode with the node's blocks
-// and their etcd client (which must outlive it, hence one object).
-struct Network {
-  std::unique_ptr<EtcdClient> etcd;
-  std::unique_ptr<ClusterBlocks> blocks;
-  std::unique_ptr<Allocator> allocator;
-  Allocator* operator->() const { return allocator.get(); }
-};
-
-// `adding`: only ADD needs the node's name and its block list (to allocate
-// inside its blocks). DEL, CHECK and GC without them (node name file missing,
-// blocks.json damaged) still release and check leases, as in node mode, so
-// cluster metadata never makes a DEL fail; blocks emptied meanwhile are
-// released by a later DEL or GC.
-Expected<Network> allocator_for(const cni::Call& call, bool adding = false) {
-  TRY_ASSIGN(IpamConfig config, parse_ipam_config(call.conf.ipam));
-  Network net;
-  if (config.cluster) {
-    auto node = read_node_name(config.cluster->node_name_file);
-    if (node) {
-      net.etcd = std::make_unique<EtcdClient>(etcd_client_for(*config.cluster));
-      net.blocks =
-          std::make_unique<ClusterBlocks>(config, call.conf.name, *node, *net.etcd, !adding);
-    } else if (adding) {
-      return std::move(node).error();
-    } else {
-      spdlog::warn("{}; leases only, no block released", node.error().msg());
-    }
-  }
-  std::string dir = config.data_dir + "/" + bounded_name(call.conf.name, 255);
-  net.allocator =
-      std::make_unique<Allocator>(std::move(config), std::move(dir), nullptr, net.blocks.get());
-  return net;
-}
-
-// Requested addresses from runtimeConfig.ips, args.cni.ips and CNI_ARGS IP=
-// ("a,b"); "10.1.2.3/16" is accepted and its prefix ignored, as host-local does.
-Expected<std::vector<IpAddr>> requested_ips(const cni::Call& call) {
-  std::vector<std::pair<std::string, std::string>> texts;  // (where, text)
-  for (size_t n = 0; n < call.conf.runtime.ips.size(); ++n) {
-    texts.emplace_back("runtimeConfig.ips[" + std::to_string(n) + "]", call.conf.runtime.ips[n]);
-  }
-  std::vector<std::string> args_ips;
-  Fields args(call.conf.args_cni, "args.cni", ErrorKind::kInvalidConfig);
-  TRY(args.string_list("ips", &args_ips).status());
-  for (size_t n = 0; n < args_ips.size(); ++n) {
-    texts.emplace_back("args.cni.ips[" + std::to_string(n) + "]", args_ips[n]);
-  }
-  std::string env_ips = call.args.get("IP");
-  for (size_t pos = 0; !env_ips.empty() && pos <= env_ips.size();) {
-    size_t comma = std::min(env_ips.find(',', pos), env_ips.size());
-    texts.emplace_back("CNI_ARGS IP", env_ips.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  std::vector<IpAddr> out;
-  for (const auto& [where, text] : texts) {
-    auto ip = parse_ip(text.substr(0, text.find('/')));
-    if (!ip) {
-      return Error(ErrorKind::kInvalidConfig,
-                   where + " is not a valid IP address: \"" + text + "\"");
-    }
-    if (std::find(out.begin(), out.end(), *ip) == out.end()) {
-      out.push_back(*ip);
-    }
-  }
-  return out;
-}
-
-Owner owner_of(const cni::Call& call) { return {call.env.container_id, call.env.ifname}; }
-
-Expected<cni::Result> cmd_add(const cni::Call& call) {
-  TRY_ASSIGN(Network net, allocator_for(call, true));
-  TRY_ASSIGN(auto requested, requested_ips(call));
-  Attachment who{owner_of(call), call.env.netns, call.args.k8s_pod_namespace,
-                 call.args.k8s_pod_name, call.args.k8s_pod_uid};
-  TRY_ASSIGN(auto allocations, net->add(who, requested));
-  TRY_ASSIGN(IpamConfig config, parse_ipam_config(call.conf.ipam));
-  return to_result(config, allocations);
-}
-
-Status cmd_del(const cni::Call& call) {
-  TRY_ASSIGN(Network net, allocator_for(call));
-  return net->del(owner_of(call));
-}
-
-Status cmd_check(const cni::Call& call) {
-  TRY_ASSIGN(Network net, allocator_for(call));
-  return net->check(owner_of(call));
-}
-
-Status cmd_gc(const cni::Call& call) {
-  TRY_ASSIGN(Network net, allocator_for(call));
-  std::vector<Owner> valid;
-  for (const auto& ref : call.conf.valid_attachments) {
-    valid.push_back({ref.container_id, ref.ifname});
-  }
-  return net->gc(valid);
-}
-
-Status cmd_status(const cni::Call& call) {
-  TRY_ASSIGN(Network net, allocator_for(call));
-  return net->status();
-}
 
 // A network config (or conflist) from a file, as a NAD carries it: its name and its
 // rdmanet-ipam section. "-" reads standard input.
@@ -369,13 +264,6 @@ int main(int argc, char** argv) {
                                                  std::cout, std::cerr)) {
     return *status;
   }
-  rdmanet::cni::Plugin plugin;
-  plugin.name = "rdmanet-ipam";
-  plugin.known_args = {"IP"};
-  plugin.add = rdmanet::ipam::cmd_add;
-  plugin.del = rdmanet::ipam::cmd_del;
-  plugin.check = rdmanet::ipam::cmd_check;
-  plugin.gc = rdmanet::ipam::cmd_gc;
-  plugin.status = rdmanet::ipam::cmd_status;
-  return rdmanet::cni::plugin_main(plugin, rdmanet::cni::process_getenv(), std::cin, std::cout);
+  return rdmanet::cni::plugin_main(rdmanet::ipam::cni_plugin(), rdmanet::cni::process_getenv(),
+                                   std::cin, std::cout);
 }

@@ -83,7 +83,7 @@ Expected<NodeBlocks> load_node_blocks(const std::string& store_dir, const std::s
 Status save_node_blocks(const std::string& store_dir, const std::string& node,
                         const NodeBlocks& blocks) {
   return write_file_atomically(store_dir + "/" + kBlocksFile, format_node_blocks(blocks, node),
-                               0600);
+                               0600, Survives::kMachineCrash);
 }
 
 }  // namespace rdmanet::ipam

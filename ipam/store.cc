@@ -163,8 +163,6 @@ Store::Store(Store&& other) noexcept
       leases_fd_(std::exchange(other.leases_fd_, -1)),
       records_fd_(std::exchange(other.records_fd_, -1)),
       index_fd_(std::exchange(other.index_fd_, -1)),
-      leases_dirty_(other.leases_dirty_),
-      records_dirty_(other.records_dirty_),
       unsynced_(std::exchange(other.unsynced_, {})) {}
 
 void Store::close_unsynced() {
@@ -197,11 +195,14 @@ Status Store::write_new(int dir_fd, const std::string& what, const std::string& 
     unlinkat(dir_fd, tmp_name->c_str(), 0);
     return s;
   }
-  // Synced by sync(), after every link/rename of the call: on a journalling
-  // file system the first sync then commits all of them at once, instead of
-  // one journal commit per step. Until sync() returns the caller reports
-  // nothing, and whatever a crash leaves half-written is unparseable, hence
-  // reclaimable (allocator.h, rule 1).
+  if (dir_fd != leases_fd_) {
+    // Records are not synced (store.h): a process crash leaves them whole in the page cache.
+    close(fd);
+    return ok_status();
+  }
+  // A lease is synced by sync(), after every link of the call and before the caller reports
+  // anything. Until then a crash of the machine may leave it empty or half-written, hence
+  // unparseable and reclaimable (allocator.h, rule 1): it was never reported.
   unsynced_.push_back({fd, what});
   return ok_status();
 }
@@ -222,7 +223,6 @@ Expected<bool> Store::claim(const Lease& lease) {
     }
     return io_error("creating " + what, err);
   }
-  leases_dirty_ = true;
   return true;
 }
 
@@ -249,7 +249,6 @@ Status Store::release(const IpAddr& ip) {
     }
     return io_error("removing " + dir_ + "/leases/" + name, errno);
   }
-  leases_dirty_ = true;
   return ok_status();
 }
 
@@ -308,7 +307,6 @@ Status Store::write_record(const Record& record) {
     unlinkat(records_fd_, tmp.c_str(), 0);
     return io_error("renaming " + what, err);
   }
-  records_dirty_ = true;
   return ok_status();
 }
 
@@ -317,7 +315,6 @@ Status Store::remove_record(const Owner& owner) {
   if (unlinkat(records_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
     return io_error("removing " + dir_ + "/attachments/" + name, errno);
   }
-  records_dirty_ = true;
   return ok_status();
 }
 
@@ -340,20 +337,16 @@ Expected<std::vector<Record>> Store::list_records() const {
 }
 
 Status Store::sync() {
+  // One fsync per lease claimed: it writes the lease's data and, on ext4 (journalled), XFS
+  // and btrfs, commits the link that named it in the same go (the link changed the inode,
+  // and the inode's fsync commits that change with the directory entry it made). Releases
+  // and records are not synced (store.h).
   for (const auto& [fd, what] : unsynced_) {
-    if (fdatasync(fd) != 0) {
+    if (fsync(fd) != 0) {
       return io_error("syncing " + what, errno);
     }
   }
   close_unsynced();
-  if (leases_dirty_ && fsync(leases_fd_) != 0) {
-    return io_error("syncing " + dir_ + "/leases", errno);
-  }
-  leases_dirty_ = false;
-  if (records_dirty_ && fsync(records_fd_) != 0) {
-    return io_error("syncing " + dir_ + "/attachments", errno);
-  }
-  records_dirty_ = false;
   return ok_status();
 }
 

@@ -7,7 +7,7 @@
 //   lock                 flock()ed exclusively by every command: one writer at a time,
 //                        across processes; the kernel drops it when a process dies.
 //   leases/<address>     one file per leased address (lease.h), created by link(2) from a
-//                        fully written and fsynced temporary, so it appears atomically
+//                        fully written temporary, so it appears atomically
 //                        with its content and link's EEXIST makes double allocation
 //                        impossible even if every other file were lost. It names its
 //                        attachment, the pod's netns path and K8S_POD_*.
@@ -20,13 +20,18 @@
 //                        (index.h, which owns the format; the store only keeps the
 //                        files). Only a hint, never fsynced.
 //
-// Writes go to a temporary in the same directory (complete before it gets its
-// real name by link/rename); sync() then fdatasync()s the files and fsyncs the
-// directories, all at the end so a journalling file system commits them
-// together, before the caller reports success. A kill -9 between any two steps leaves either
-// nothing, a temporary (removed by the sweep), a lease its record does not list (an orphan:
-// reclaimable) or a record listing a lease that is gone (ignored). Files are 0600, directories
-// 0700.
+// Writes go to a temporary in the same directory (complete before it gets its real name by
+// link/rename). What a crash must find decides what is synced (README "Durability"):
+//   - a process crash (kill -9 at any step) leaves the page cache: either nothing, a
+//     temporary (removed by the sweep), a lease its record does not list (an orphan:
+//     reclaimable) or a record listing a lease that is gone (ignored);
+//   - a machine crash takes every pod netns with it, so what must outlive it is each lease
+//     until the runtime's DEL: sync() fsyncs every lease the call created, once per lease,
+//     before the caller reports success. Records, releases and the index are not synced:
+//     a record lost or cut short reads as none (the leases, which name their owner,
+//     decide), and a release lost comes back as a lease of a netns that is gone, which the
+//     node agent's reconcile releases again.
+// Files are 0600, directories 0700.
 #pragma once
 
 #include <sys/types.h>
@@ -75,8 +80,7 @@ class Store {
   Status remove_record(const Owner& owner);
   Expected<std::vector<Record>> list_records() const;
 
-  // Makes every claim, release and record change so far durable (data of the
-  // new files first, then the directories).
+  // Makes every lease claimed so far durable (one fsync each); nothing else is synced.
   Status sync();
 
   // The index file of range set `set` (its format: index.h); nullopt when missing.
@@ -110,8 +114,6 @@ class Store {
   int leases_fd_ = -1;
   int records_fd_ = -1;
   int index_fd_ = -1;
-  bool leases_dirty_ = false;
-  bool records_dirty_ = false;
   std::vector<Unsynced> unsynced_;  // written files whose data sync() still owes
 };
 

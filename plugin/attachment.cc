@@ -108,9 +108,16 @@ Status Attachment::record(StepKind kind, nlohmann::json data) {
 
 Status Attachment::undo() {
   order_for_undo(record_.steps);
+  const bool taken = device_held_by_another();
   const size_t recorded = record_.steps.size();
   while (!record_.steps.empty()) {
     const StepRecord& step = record_.steps.back();
+    if (taken && changes_the_device(step.kind)) {
+      spdlog::warn("{}: not undoing {}: device {} is held by another attachment since",
+                   record_.id().str(), name_of(kStepNames, step.kind), record_.device_key);
+      record_.steps.pop_back();
+      continue;
+    }
     if (auto s = undo_step(*this, step); !s) {
       Error error = std::move(s).error();
       error.context("undo " + std::string(name_of(kStepNames, step.kind)));
@@ -124,6 +131,22 @@ Status Attachment::undo() {
     record_.steps.pop_back();
   }
   return store_.forget(record_.id());
+}
+
+bool Attachment::device_held_by_another() const {
+  if (record_.mode != Mode::kNetdev) {
+    return false;  // a macvlan parent is shared: no hold
+  }
+  // Within one boot a device's hold names the attachment whose record describes it until
+  // that record is undone (claim_device undoes a dead holder's record before it takes the
+  // hold). Neither file is synced, so a machine crash can keep a record and lose its hold;
+  // after the reboot another pod may have taken the device.
+  auto holder = store_.holder(record_.device_key);
+  if (!holder) {
+    // Not knowably another's: undo goes on, and the hold's own step reports the file.
+    return false;
+  }
+  return holder->has_value() && **holder != record_.id();
 }
 
 Expected<cni::Result> Attachment::roll_back_on_error(

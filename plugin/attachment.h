@@ -88,6 +88,9 @@ class Attachment {
         env_(std::move(env)),
         ipam_timeout_seconds_(ipam_timeout_seconds) {}
 
+  // Whether the device's hold names another attachment (see undo()).
+  bool device_held_by_another() const;
+
   StateStore store_;
   AttachmentRecord record_;
   netns::Netns host_;

@@ -233,6 +233,20 @@ std::string fallback_name(const HostSettings& h) { return "rdmanet" + std::to_st
 // Our device among the links of the socket's netns `here`: the one link with its identity.
 Expected<std::optional<LinkInfo>> find_device(Rtnl& rtnl, const Netns& here, const Netns& host,
                                               const HostSettings& h) {
+  if (here.same_as(host)) {
+    // A device that comes home keeps its index wherever that is free, and of several links
+    // with its identity the one with its index is it (below): one lookup answers, where a
+    // dump would read every link of the node.
+    auto link = netns::find_link_by_index(rtnl, h.identity.index);
+    if (!link && link.error().kind() != ErrorKind::kDeviceNotFound) {
+      return std::move(link).error();
+    }
+    netns::Vantage where;
+    where.peer_in_host = h.peer_in_host;
+    if (link && netns::is_same_link(*link, h.identity, where, h.names(), h.macs())) {
+      return std::optional<LinkInfo>(std::move(*link));
+    }
+  }
   TRY_ASSIGN(auto found,
              netns::find_links(rtnl, here, host, h.identity, h.peer_in_host, h.names(), h.macs()));
   // Several netdevs of one parent device (an IPoIB child the pod made on an InfiniBand VF):

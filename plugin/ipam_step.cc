@@ -3,6 +3,7 @@
 
 #include "cni/delegate.h"
 #include "cni/error_code.h"
+#include "ipam/commands.h"
 #include "plugin/steps.h"
 
 namespace rdmanet::plugin {
@@ -22,7 +23,9 @@ bool permanent_config_error(const Error& error) {
 }  // namespace
 
 cni::DelegateOptions ipam_options(int seconds) {
-  return cni::DelegateOptions{std::chrono::milliseconds(seconds * 1000LL)};
+  // rdmanet-ipam runs in this process (ipam/commands.h): one exec less per call. Any other
+  // IPAM plugin is exec'd, killed after `seconds`.
+  return cni::DelegateOptions{std::chrono::milliseconds(seconds * 1000LL), &ipam::cni_plugin()};
 }
 
 Expected<cni::Result> ipam_add(Attachment& a) {

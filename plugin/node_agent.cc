@@ -120,7 +120,7 @@ class OrphanBook {
       return ok_status();
     }
     TRY(make_directories(parent_of(path_), 0700));
-    return write_file_atomically(path_, json(since_).dump() + "\n", 0600);
+    return write_file_atomically(path_, json(since_).dump() + "\n", 0600, Survives::kProcessCrash);
   }
 
  private:

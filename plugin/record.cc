@@ -144,6 +144,19 @@ Expected<AttachmentRecord> from_version1(const json& doc, const std::string& whe
 
 }  // namespace
 
+bool changes_the_device(StepKind kind) {
+  switch (kind) {
+    case StepKind::kVfSettings:
+    case StepKind::kVfGuids:
+    case StepKind::kRdmaMove:
+    case StepKind::kNetdevMove:
+    case StepKind::kSoftRoce:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void order_for_undo(std::vector<StepRecord>& steps) {
   for (size_t i = 0; i + 1 < steps.size(); ++i) {
     const StepRecord& rdma = steps[i];

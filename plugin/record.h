@@ -79,6 +79,11 @@ struct AttachmentId {
 // Ordering twice changes nothing.
 void order_for_undo(std::vector<StepRecord>& steps);
 
+// Whether a step's inverse acts on the device itself (moves it home, restores what was set
+// on it or through its PF, deletes what was made on it), as opposed to files, the address
+// and the pod netns.
+bool changes_the_device(StepKind kind);
+
 struct AttachmentRecord {
   std::string network;
   std::string container_id;

@@ -1,5 +1,6 @@
 #include "plugin/store.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,13 @@ Expected<std::optional<json>> read_json_object(const std::string& path, const ch
     return std::optional<json>();
   }
   json doc = parse_json(*text);
+  if (!doc.is_object() && changed_before_this_boot(path)) {
+    // Records and holds are not synced (store.h): after a machine crash a file can have its
+    // name without its content. What it described went with that boot's namespaces.
+    spdlog::warn("{} {} was cut short by a machine crash before this boot; taken as absent", what,
+                 path);
+    return std::optional<json>();
+  }
   if (!doc.is_object()) {
     return Error(ErrorKind::kState, std::string(what) + " " + path + " is not a JSON object");
   }
@@ -102,7 +110,8 @@ Expected<std::optional<AttachmentRecord>> StateStore::load(const AttachmentId& i
 
 Status StateStore::save(const AttachmentRecord& record) {
   TRY(ensure_dirs(root_, bounded_name(record.network)));
-  return write_file_atomically(attachment_path(record.id()), record.to_json().dump(2), 0600);
+  return write_file_atomically(attachment_path(record.id()), record.to_json().dump(2), 0600,
+                               Survives::kProcessCrash);
 }
 
 Status StateStore::forget(const AttachmentId& id) { return remove_file(attachment_path(id)); }
@@ -126,7 +135,7 @@ Expected<std::optional<AttachmentId>> StateStore::holder(const std::string& key)
 Status StateStore::set_holder(const std::string& key, const AttachmentId& id) {
   TRY(ensure_dirs(root_, "holds"));
   json doc = {{"network", id.network}, {"containerID", id.container_id}, {"ifname", id.ifname}};
-  return write_file_atomically(root_ + "/holds/" + key, doc.dump(), 0600);
+  return write_file_atomically(root_ + "/holds/" + key, doc.dump(), 0600, Survives::kProcessCrash);
 }
 
 Status StateStore::clear_holder(const std::string& key, const AttachmentId& id) {

@@ -3,10 +3,13 @@
 //   <stateDir>/holds/<device key>                            which attachment holds a device
 //   <stateDir>/locks/<device key>.lock                       flock per device
 //   <stateDir>/.agent/                                       the node agent's own (node_agent.h)
-// Files are 0600 in 0700 directories, written atomically (temp file, fsync, rename, fsync of
-// the directory). Names are built only from validated values (network name and container id
-// match [a-zA-Z0-9][a-zA-Z0-9_.-]*, bounded in length) and hex encodings, so no input can
-// point a path outside the state dir.
+// Files are 0600 in 0700 directories, written atomically (temp file, rename) but not synced:
+// they must survive a crash of the process, which leaves the page cache, not one of the
+// machine, which also takes every pod netns and puts every device back in the host (README
+// "Durability"). A file such a crash left without its content (changed before this boot,
+// unparseable) reads as absent. Names are built only from validated values (network name and
+// container id match [a-zA-Z0-9][a-zA-Z0-9_.-]*, bounded in length) and hex encodings, so no input
+// can point a path outside the state dir.
 #pragma once
 
 #include <optional>

@@ -35,11 +35,27 @@
 # (with a CNI error); if it says 0, the node must already be as before ADD;
 # either way a DEL without errors after it must finish the job. "Could not
 # look" must never be taken for "gone".
-# Usage: fault_injection_test.sh RDMANET_BINARY RDMANET_IPAM_BINARY
+#
+# Two ways to run IPAM (issue #27): with "type": "rdmanet-ipam" rdmanet runs the
+# allocator in its own process (MODE in-process, the default), so the IPAM
+# store's writes are crash points and lookups of rdmanet itself, and no
+# rdmanet-ipam process may be started; MODE exec names the same binary
+# "rdmanet-ipam-exec" in CNI_PATH, so rdmanet execs it as any IPAM plugin,
+# and its own calls are points of their own, as before.
+# Usage: fault_injection_test.sh RDMANET_BINARY RDMANET_IPAM_BINARY [in-process|exec]
 set -eu
-[ $# -eq 2 ] || { echo "usage: $0 RDMANET_BINARY RDMANET_IPAM_BINARY" >&2; exit 2; }
+[ $# -eq 2 ] || [ $# -eq 3 ] || {
+  echo "usage: $0 RDMANET_BINARY RDMANET_IPAM_BINARY [in-process|exec]" >&2
+  exit 2
+}
 rdmanet=$1
 ipam=$2
+mode=${3:-in-process}
+case $mode in
+  in-process) ipam_type=rdmanet-ipam ;;
+  exec) ipam_type=rdmanet-ipam-exec ;;
+  *) echo "FAIL: unknown mode $mode" >&2; exit 2 ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (netns, links); it does not skip" >&2; exit 1; }
 for tool in strace ip awk diff; do
   command -v $tool >/dev/null || { echo "FAIL: $tool missing (tests/deps.sh installs it)" >&2; exit 1; }
@@ -86,7 +102,7 @@ trap 'exit 130' INT TERM
 # CNI_PATH: the real IPAM plugin, under strace for its ADD when the run's
 # ipam.strace holds strace options.
 mkdir "$work/bin"
-cat >"$work/bin/rdmanet-ipam" <<EOF
+cat >"$work/bin/$ipam_type" <<EOF
 #!/bin/sh
 echo \$\$ >>"\$FAULT_RUN/ipam.pids"
 if [ "\$CNI_COMMAND" = ADD ] && [ -f "\$FAULT_RUN/ipam.strace" ]; then
@@ -99,7 +115,7 @@ if [ "\$CNI_COMMAND" = DEL ] && [ -f "\$FAULT_RUN/ipam-del.strace" ]; then
 fi
 exec "$ipam"
 EOF
-chmod 755 "$work/bin/rdmanet-ipam"
+chmod 755 "$work/bin/$ipam_type"
 
 # Name, MAC, MTU, admin state, alias and altnames of the port in the host.
 port_snapshot() {
@@ -134,7 +150,7 @@ new_node() {
   printf '%s\n' "{\"cniVersion\": \"1.1.0\", \"name\": \"$net\", \"type\": \"rdmanet\"," \
     " \"device\": \"$port\", \"mtu\": 1400, \"mac\": \"02:00:0a:c9:00:99\", \"stateDir\": \"$run/state\"," \
     " \"podInfoDir\": \"$run/pods\"," \
-    " \"ipam\": {\"type\": \"rdmanet-ipam\", \"dataDir\": \"$run/ipam\"," \
+    " \"ipam\": {\"type\": \"$ipam_type\", \"dataDir\": \"$run/ipam\"," \
     "   \"ranges\": [[{\"subnet\": \"10.201.0.0/24\"}]], \"routes\": [{\"dst\": \"10.202.0.0/16\"}]}}" \
     >"$run/conf.json"
   port_before=$(port_snapshot)
@@ -274,10 +290,16 @@ echo "-qq -y -e signal=none -o $run/ipam.rec" >"$run/ipam.strace"
 rc=0
 plugin ADD strace -qq -y -e signal=none -o "$run/rdmanet.rec" || rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: the recorded ADD failed ($rc): $(cat "$run/ADD.out" "$run/err")" >&2; exit 1; }
-[ -s "$run/ipam.rec" ] || { echo "FAIL: the IPAM plugin's ADD was not recorded" >&2; exit 1; }
+if [ "$mode" = exec ]; then
+  [ -s "$run/ipam.rec" ] || { echo "FAIL: the IPAM plugin's ADD was not recorded" >&2; exit 1; }
+else
+  [ ! -e "$run/ipam.pids" ] || { echo "FAIL: rdmanet exec'd rdmanet-ipam, which it runs in process" >&2; exit 1; }
+  # The lease's link(2) is the IPAM store's: its writes are rdmanet's crash points now.
+  grep -q '^linkat(' "$run/rdmanet.rec" || { echo "FAIL: no IPAM store write in rdmanet's ADD" >&2; exit 1; }
+fi
 {
   crash_points "$run/rdmanet.rec" | sed 's/^/rdmanet /'
-  crash_points "$run/ipam.rec" | sed 's/^/rdmanet-ipam /'
+  [ "$mode" = in-process ] || crash_points "$run/ipam.rec" | sed 's/^/rdmanet-ipam /'
 } >"$work/points"
 del_twice_and_verify "N=0  no crash                                     | left: $(left)"
 points=$(wc -l <"$work/points")
@@ -314,7 +336,7 @@ while read -r who syscall j what <&3; do
   del_twice_and_verify "$(printf 'N=%-3s %-12s %-10s %-22s' "$n" "$who" "$syscall#$j" "$what") | left: $(left)"
 done 3<"$work/points"
 
-echo "fault injection: $points crash points ($(grep -c '^rdmanet ' "$work/points") in rdmanet," \
+echo "fault injection ($mode IPAM): $points crash points ($(grep -c '^rdmanet ' "$work/points") in rdmanet," \
   "$(grep -c '^rdmanet-ipam ' "$work/points") in rdmanet-ipam) and 1 run without crash:" \
   "$passed passed, $failed failed, $(($(date +%s) - start)) s"
 add_failed=$failed
@@ -348,10 +370,14 @@ echo "-qq -y -e signal=none -o $run/ipam-del.rec" >"$run/ipam-del.strace"
 rc=0
 plugin DEL strace -qq -y -e signal=none -o "$run/rdmanet-del.rec" || rc=$?
 [ $rc -eq 0 ] || { echo "FAIL: the recorded DEL failed ($rc): $(cat "$run/DEL.out")" >&2; exit 1; }
-[ -s "$run/ipam-del.rec" ] || { echo "FAIL: the IPAM plugin's DEL was not recorded" >&2; exit 1; }
+if [ "$mode" = exec ]; then
+  [ -s "$run/ipam-del.rec" ] || { echo "FAIL: the IPAM plugin's DEL was not recorded" >&2; exit 1; }
+else
+  [ ! -e "$run/ipam.pids" ] || { echo "FAIL: rdmanet exec'd rdmanet-ipam, which it runs in process" >&2; exit 1; }
+fi
 {
   lookups "$run/rdmanet-del.rec" | sed 's/^/rdmanet /'
-  lookups "$run/ipam-del.rec" | sed 's/^/rdmanet-ipam /'
+  [ "$mode" = in-process ] || lookups "$run/ipam-del.rec" | sed 's/^/rdmanet-ipam /'
 } >"$work/lookups"
 if [ -n "${FAULT_ONLY:-}" ]; then # e.g. FAULT_ONLY='^rdmanet recvmsg 9 ' to debug one point
   grep -E "$FAULT_ONLY" "$work/lookups" >"$work/only" || true

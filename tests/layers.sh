@@ -18,7 +18,7 @@ allowed() {
     netns) echo "base netns" ;;
     rdma) echo "base netns rdma" ;;
     cni) echo "base cni" ;;
-    plugin) echo "base netns rdma cni plugin" ;;
+    plugin) echo "base netns rdma cni ipam plugin" ;;
     ipam) echo "base cni ipam" ;;
   esac
 }

@@ -10,7 +10,8 @@
 #   3. where one rdmanet ADD spends its time, from `strace -f -ttt -T`.
 #
 #   tests/bench/attach_bench.sh [path/to/rdmanet] [path/to/rdmanet-ipam]
-#   CYCLES=200 BURST=64 TRACE_RUNS=5 VERSION_RUNS=50 BENCH_DIR=/var/tmp (defaults)
+#   CYCLES=200 BURST=64 TRACE_RUNS=5 VERSION_RUNS=50 BENCH_DIR=/var/tmp DISK_LOAD=0 (defaults)
+#   DISK_LOAD=1: the latency part (1) runs beside a disk writer (disk_load.sh)
 #
 # Every plugin call is a fork+exec from this shell with the CNI environment and
 # the config on stdin, as a runtime does; timestamps are bash's EPOCHREALTIME
@@ -23,6 +24,8 @@ set -euo pipefail
 export LC_ALL=C # EPOCHREALTIME must use '.' as its decimal separator
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=disk_load.sh
+. "$here/disk_load.sh"
 CYCLES="${CYCLES:-200}"
 BURST="${BURST:-64}"
 TRACE_RUNS="${TRACE_RUNS:-5}"
@@ -61,6 +64,7 @@ ip_pids=()   # the long-lived `ip -batch` processes (c)
 burst_pids=() # plugin calls of a burst still running if we are interrupted
 
 cleanup() {
+  stop_disk_load
   set +e
   # ip -batch exits on EOF of its stdin
   [[ -n "${host_w:-}" ]] && exec {host_w}>&-
@@ -212,6 +216,7 @@ for i in 1 2 3; do # warm-up: page cache, first directories and fsyncs; not meas
   cycle_c "w$i"
 done
 rm -f "$work"/[abc].add "$work"/[abc].del
+start_disk_load "$work"
 # The order rotates every round, so machine noise and "who goes right after
 # whom" effects hit all three alike.
 for ((i = 0; i < CYCLES; i++)); do
@@ -221,6 +226,7 @@ for ((i = 0; i < CYCLES; i++)); do
     2) cycle_c "$i"; cycle_a "$i"; cycle_b "$i" ;;
   esac
 done
+stop_disk_load
 # The floor's own sync cost: the same marker round trips with no request.
 for ((i = 0; i < CYCLES; i++)); do
   t0=${EPOCHREALTIME/./}
@@ -405,7 +411,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r <= t) ? "met" : "NOT met" }'; }
 
 echo
-echo "## Attach latency: veth end into a pod netns, fork+exec per call, $(nproc) CPUs, $(uname -r), state on $fs_type"
+echo "## Attach latency: veth end into a pod netns, fork+exec per call, $(nproc) CPUs, $(uname -r), state on $fs_type, $(disk_load_label)"
 echo
 echo "| | ADD median / p99 (ms) | DEL median / p99 (ms) | peak RSS ADD / DEL (KB) | cycles |"
 echo "|---|---:|---:|---:|---:|"
@@ -423,6 +429,7 @@ echo "ADD median a/b = $r_ab (target <= 0.20): $(verdict "$r_ab" 0.20)"
 echo "ADD median a/c = $r_ac (target <= 2.00): $(verdict "$r_ac" 2.00)"
 echo "ADD median c/b = $(ratio "$c_am" "$b_am") (the floor against the reference, for scale)"
 echo "DEL median a/b = $(ratio "$a_dm" "$b_dm"), a/c = $(ratio "$a_dm" "$c_dm")"
+echo "ADD p99 a/b = $(ratio "$a_a99" "$b_a99") (target <= 1.00 with DISK_LOAD=1), DEL p99 a/b = $(ratio "$a_d99" "$b_d99")"
 echo
 echo "## Burst: $BURST attachments (veth pairs, pod netns) launched at once"
 echo

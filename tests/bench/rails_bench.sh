@@ -14,11 +14,13 @@
 # interleaved with a rotating order.
 #
 #   tests/bench/rails_bench.sh [path/to/rdmanet] [path/to/rdmanet-ipam]
-#   CYCLES=20 RAILS=8 BENCH_DIR=/var/tmp (defaults)
+#   CYCLES=20 RAILS=8 BENCH_DIR=/var/tmp DISK_LOAD=0 (defaults; DISK_LOAD=1: disk_load.sh)
 set -euo pipefail
 export LC_ALL=C
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=disk_load.sh
+. "$here/disk_load.sh"
 CYCLES="${CYCLES:-20}"
 RAILS="${RAILS:-8}"
 REF_DIR="${REF_DIR:-/usr/lib/cni}"
@@ -40,6 +42,7 @@ work="$(mktemp -d "${BENCH_DIR:-/var/tmp}/rails_bench.XXXXXX")"
 peers=() netns=() ip_pids=()
 cleanup() {
   set +e
+  stop_disk_load
   [[ -n "${host_w:-}" ]] && exec {host_w}>&-
   [[ -n "${pod_w:-}" ]] && exec {pod_w}>&-
   for p in "${ip_pids[@]}"; do kill "$p" 2>/dev/null; done
@@ -150,7 +153,8 @@ stats() {
     printf "%.1f %.1f\n", m / 1000, v[r] / 1000 }'
 }
 
-echo "rails_bench: $RAILS rails, $CYCLES rounds each, interleaved" >&2
+echo "rails_bench: $RAILS rails, $CYCLES rounds each, interleaved, $(disk_load_label)" >&2
+start_disk_load "$work"
 for i in 1 2; do round a "w$i"; round b "w$i"; round c "w$i"; done # warm-up
 rm -f "$work"/[abc].add "$work"/[abc].del
 for ((i = 0; i < CYCLES; i++)); do
@@ -161,6 +165,7 @@ for ((i = 0; i < CYCLES; i++)); do
   esac
 done
 
+stop_disk_load
 read -r a_add a_add99 < <(stats "$work/a.add")
 read -r b_add b_add99 < <(stats "$work/b.add")
 read -r c_add c_add99 < <(stats "$work/c.add")
@@ -169,7 +174,7 @@ read -r b_del b_del99 < <(stats "$work/b.del")
 read -r c_del c_del99 < <(stats "$work/c.del")
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", x / y }'; }
 cat <<OUT
-$RAILS rails per pod, $CYCLES rounds, $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), kernel $(uname -r)
+$RAILS rails per pod, $CYCLES rounds, $(disk_load_label), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), kernel $(uname -r)
                                    attach (ms)        detach (ms)
                                    median    p99      median    p99
 (a) rdmanet + rdmanet-ipam         $(printf '%7s %7s   %7s %7s' "$a_add" "$a_add99" "$a_del" "$a_del99")
