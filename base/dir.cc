@@ -103,8 +103,7 @@ Status Dir::write(const std::string& name, const std::string& data, mode_t mode)
   if (::close(fd.release()) != 0) {
     return fail("close", errno);
   }
-  if (::renameat(fd_.get(), tmp.c_str(), fd_.get(), name.c_str()) != 0) {
-    int err = errno;
+  if (int err = move_into_place(fd_.get(), tmp, name); err != 0) {
     ::unlinkat(fd_.get(), tmp.c_str(), 0);
     return io_error("rename " + path_ + "/" + tmp + " to " + name, err);
   }

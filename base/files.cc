@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 
@@ -116,13 +117,17 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
   if (::close(fd.release()) != 0) {
     return fail("close", errno);
   }
+  if (!sync) {
+    if (int err = move_into_place(AT_FDCWD, tmp, path); err != 0) {
+      ::unlink(tmp.c_str());
+      return io_error("rename " + tmp + " to " + path, err);
+    }
+    return ok_status();
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     return io_error("rename " + tmp + " to " + path, err);
-  }
-  if (!sync) {
-    return ok_status();
   }
   // The new content is visible already; this only makes the rename durable.
   Fd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -130,6 +135,17 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
     ::fsync(dir.get());
   }
   return ok_status();
+}
+
+int move_into_place(int dir_fd, const std::string& tmp, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      ::renameat2(dir_fd, tmp.c_str(), dir_fd, name.c_str(), RENAME_EXCHANGE) == 0) {
+    ::unlinkat(dir_fd, tmp.c_str(), 0);  // the old content
+    return 0;
+  }
+  // Nothing there (or not a file, or no RENAME_EXCHANGE on this file system).
+  return ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) == 0 ? 0 : errno;
 }
 
 bool changed_before_this_boot(const std::string& path) {

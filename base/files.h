@@ -46,6 +46,16 @@ enum class Survives {
 Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode,
                              Survives survives);
 
+// Puts the complete file `tmp` of directory `dir_fd` at `name`, atomically for readers, and
+// returns 0 or the errno of the rename. A regular file already at `name` is replaced by
+// exchanging the two names (renameat2 RENAME_EXCHANGE) and removing the old content, now
+// under `tmp` (one a crash leaves there is removed with the next write): a plain rename
+// over an existing file makes ext4 (auto_da_alloc) start writing the new file out within
+// the call, which then waits behind whatever else writes to the disk, tens to hundreds of
+// milliseconds on a busy node, for a durability only a machine crash would need. Anything
+// else at `name` (nothing, a link, a directory) gets a plain rename, which never follows it.
+int move_into_place(int dir_fd, const std::string& tmp, const std::string& name);
+
 // Whether a file whose content does not parse is what a machine crash leaves of a write
 // that was never synced (a name whose data never reached the disk: empty, zeroes or cut
 // short): true when it was last changed before this boot. Within one boot a write that

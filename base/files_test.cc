@@ -1,5 +1,6 @@
 #include "base/files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/fd.h"
 #include "base/testing/temp_dir.h"
 
 namespace rdmanet {
@@ -102,6 +104,34 @@ TEST_F(AtomicFile, FailedRenameLeavesNoTemporaryFile) {
   EXPECT_NE(s.error().msg().find(path), std::string::npos) << s.error().msg();
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   EXPECT_TRUE(fs::is_directory(path + "/inside"));
+}
+
+TEST_F(AtomicFile, MoveIntoPlaceReplacesAFileAndNeverFollowsALink) {
+  const std::string dir = tmp_.path();
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  std::ofstream(dir + "/f") << "old";
+  std::ofstream(dir + "/f.tmp") << "new";
+  EXPECT_EQ(move_into_place(fd.get(), "f.tmp", "f"), 0);
+  EXPECT_EQ(content_of(dir + "/f"), "new");
+  EXPECT_FALSE(fs::exists(dir + "/f.tmp")) << "the old content is removed";
+
+  std::ofstream(dir + "/g.tmp") << "first";
+  EXPECT_EQ(move_into_place(fd.get(), "g.tmp", "g"), 0) << "nothing there yet";
+  EXPECT_EQ(content_of(dir + "/g"), "first");
+
+  std::ofstream(dir + "/target") << "not ours";
+  fs::create_symlink(dir + "/target", dir + "/l");
+  std::ofstream(dir + "/l.tmp") << "ours";
+  EXPECT_EQ(move_into_place(fd.get(), "l.tmp", "l"), 0);
+  EXPECT_FALSE(fs::is_symlink(dir + "/l")) << "the link is replaced, not followed";
+  EXPECT_EQ(content_of(dir + "/l"), "ours");
+  EXPECT_EQ(content_of(dir + "/target"), "not ours");
+
+  fs::create_directories(dir + "/d/inside");
+  std::ofstream(dir + "/d.tmp") << "x";
+  EXPECT_NE(move_into_place(fd.get(), "d.tmp", "d"), 0) << "a directory is not replaced";
+  EXPECT_TRUE(fs::is_directory(dir + "/d/inside"));
 }
 
 TEST_F(AtomicFile, AFileChangedBeforeTheBootIsOneOnlyThen) {

@@ -302,8 +302,7 @@ Status Store::write_record(const Record& record) {
   std::string what = dir_ + "/attachments/" + name;
   std::string tmp;
   TRY(write_new(records_fd_, what, format_record(record), &tmp));
-  if (renameat(records_fd_, tmp.c_str(), records_fd_, name.c_str()) != 0) {
-    int err = errno;
+  if (int err = move_into_place(records_fd_, tmp, name); err != 0) {
     unlinkat(records_fd_, tmp.c_str(), 0);
     return io_error("renaming " + what, err);
   }

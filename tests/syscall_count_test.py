@@ -18,6 +18,7 @@ The targets (README "Durability" says what each sync protects):
   DEL   0 fsync, 1 execve, 1 dump (of the pod netns: finding the device under any name)
   CHECK 0 fsync, 1 execve, 1 dump (the pod netns' addresses, compared with prevResult)
   STATUS 0 fsync, 1 execve, no dump
+  and no file replaced by a plain rename (ext4 writes it out within the call): an exchange
 
 Usage: syscall_count_test.py RDMANET RDMANET_IPAM   (as root)
 """
@@ -54,12 +55,15 @@ def sh(*argv, stdin=None):
 
 DUMP = re.compile(r"nlmsg_flags=[^,]*(NLM_F_DUMP|NLM_F_ROOT\|NLM_F_MATCH|0x3[0-9a-f]{2}\b)")
 SYSCALL = re.compile(r"^(?:\d+ +)?([a-z0-9_]+)\(")
+# rename(old, new) and renameat(dirfd, old, dirfd, new): the new name, with its dirfd.
+PLAIN_RENAME = re.compile(r'^(?:\d+ +)?rename(?:at)?\((?:(\w+), )?"[^"]*", (?:(\w+), )?"([^"]*)"')
 
 
 def counts(trace_file):
     """Calls per syscall name in an `strace -f` output, and the netlink dump requests."""
     per = {}
     dumps = 0
+    plain_targets = []
     with open(trace_file) as f:
         for line in f:
             m = SYSCALL.match(line)
@@ -68,8 +72,14 @@ def counts(trace_file):
             per[m.group(1)] = per.get(m.group(1), 0) + 1
             if m.group(1) in ("sendmsg", "sendto") and DUMP.search(line):
                 dumps += 1
+            r = PLAIN_RENAME.match(line)
+            if r and " = 0" in line:
+                plain_targets.append((r.group(2) or "", r.group(3)))
     per["dump"] = dumps
     per["sync"] = per.get("fsync", 0) + per.get("fdatasync", 0)
+    # A plain rename onto a name a plain rename made earlier in the call replaces a file,
+    # which ext4 flushes within the call (base/files.h move_into_place).
+    per["replacing_renames"] = len(plain_targets) - len(set(plain_targets))
     return per
 
 
@@ -117,7 +127,7 @@ class Node:
             stdin["prevResult"] = self.prev
         argv = [os.path.join(self.bin, "rdmanet")]
         if trace:
-            argv = ["strace", "-f", "-qq", "-s", "32", "-o", trace] + argv
+            argv = ["strace", "-f", "-qq", "-s", "256", "-o", trace] + argv
         r = subprocess.run(argv, input=json.dumps(stdin), capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise RuntimeError("%s %s: %s %s" % (command, container, r.stdout, r.stderr))
@@ -173,6 +183,11 @@ def main():
                   (got["sync"], got.get("execve", 0), got["dump"]) == (sync, execve, dumps),
                   "fsync/fdatasync %d (want %d), execve %d (want %d), netlink dumps %d (want %d)"
                   % (got["sync"], sync, got.get("execve", 0), execve, got["dump"], dumps))
+
+        check("add-replaces-files-by-exchange",
+              small["ADD"]["replacing_renames"] == 0 and small["ADD"].get("renameat2", 0) > 0,
+              "%d plain renames onto a name renamed onto before, %d RENAME_EXCHANGE" %
+              (small["ADD"]["replacing_renames"], small["ADD"].get("renameat2", 0)))
 
         # The node grows: links in the host, attachments (records, leases) of the network.
         sh("ip", "-batch", "-", stdin="".join("link add %sd%d type veth peer name %se%d\n"

@@ -4,6 +4,7 @@
 # /16, in one run on one machine. Not a test: timing is noisy, read the ratios.
 #
 #   tests/bench/ipam_bench.sh [path/to/rdmanet-ipam] [path/to/host-local]
+#   BENCH_DIR=/var/tmp DISK_LOAD=0 (defaults; DISK_LOAD=1: beside a disk writer, disk_load.sh)
 #
 # Then GC at 60,000 leases with all of them valid (GC keeps everything: the cost is
 # matching each lease against the valid list, under the store lock), median of 3. With
@@ -22,7 +23,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 ours="${1:-$here/../../build/ipam/rdmanet-ipam}"
 theirs="${2:-/usr/lib/cni/host-local}"
-exec python3 - "$ours" "$theirs" <<'PY'
+# shellcheck source=disk_load.sh
+. "$here/disk_load.sh"
+trap stop_disk_load EXIT
+start_disk_load "${BENCH_DIR:-/var/tmp}"
+echo "ipam_bench: $(disk_load_label)" >&2
+python3 - "$ours" "$theirs" <<'PY'
 import ipaddress, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 OURS, THEIRS = sys.argv[1], sys.argv[2]
