@@ -5,10 +5,14 @@
 // a device returned to the host), and a process "started after the reboot" runs in a time
 // namespace whose CLOCK_BOOTTIME says the machine booted a second ago.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
