@@ -117,17 +117,12 @@ Status write_file_atomically(const std::string& path, const std::string& data, m
   if (::close(fd.release()) != 0) {
     return fail("close", errno);
   }
-  if (!sync) {
-    if (int err = move_into_place(AT_FDCWD, tmp, path); err != 0) {
-      ::unlink(tmp.c_str());
-      return io_error("rename " + tmp + " to " + path, err);
-    }
-    return ok_status();
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
+  if (int err = move_into_place(AT_FDCWD, tmp, path); err != 0) {
     ::unlink(tmp.c_str());
     return io_error("rename " + tmp + " to " + path, err);
+  }
+  if (!sync) {
+    return ok_status();
   }
   // The new content is visible already; this only makes the rename durable.
   Fd dir(::open(parent_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -38,10 +38,10 @@ enum class Survives {
   kMachineCrash,  // write + fsync + rename + fsync of the directory
 };
 
-// Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly `mode`, renames it
-// over `path`, and, for Survives::kMachineCrash, fsyncs the file before the rename and the
-// directory after it (best effort). The directory must exist. On failure the old file, if
-// any, is left as it was and the temporary file is removed. Not for concurrent writers of
+// Replaces `path` with `data`: writes "<path>.tmp" beside it with exactly `mode`, moves it
+// into place (move_into_place), and, for Survives::kMachineCrash, fsyncs the file before
+// the move and the directory after it (best effort). The directory must exist. On failure the old
+// file, if any, is left as it was and the temporary file is removed. Not for concurrent writers of
 // one path: they share the temporary name.
 Status write_file_atomically(const std::string& path, const std::string& data, mode_t mode,
                              Survives survives);

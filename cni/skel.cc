@@ -16,16 +16,22 @@ namespace rdmanet::cni {
 
 namespace {
 
+// The one size limit of a network config, however it arrives.
+Status check_config_size(size_t size) {
+  if (size > kMaxStdin) {
+    return Error(ErrorKind::kDecode,
+                 "network config on stdin exceeds 4 MiB (" + std::to_string(kMaxStdin) + " bytes)");
+  }
+  return ok_status();
+}
+
 Expected<std::string> read_stdin(std::istream& in) {
   std::string text;
   char buf[65536];
   while (in) {
     in.read(buf, sizeof(buf));
     text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxStdin) {
-      return Error(ErrorKind::kDecode, "network config on stdin exceeds 4 MiB (" +
-                                           std::to_string(kMaxStdin) + " bytes)");
-    }
+    TRY(check_config_size(text.size()));
   }
   // std::cin reads through stdio (synced by default), whose read errors end the stream
   // like EOF does; only ferror tells them apart. A config cut short by a failed read is
@@ -137,9 +143,7 @@ Expected<std::string> run_in_process(const Plugin& plugin, const Getenv& getenv,
     if (env.command == Command::kVersion) {
       return version_info_json();
     }
-    if (stdin_text.size() > kMaxStdin) {
-      return Error(ErrorKind::kDecode, "network config exceeds 4 MiB");
-    }
+    TRY(check_config_size(stdin_text.size()));
     TRY_ASSIGN(Call call, make_call(plugin, std::move(env), stdin_text));
     TRY_ASSIGN(std::string reply, dispatch(plugin, call));
     return reply.empty() ? reply : reply + "\n";  // as plugin_main prints it

@@ -366,8 +366,10 @@ Status Store::write_index(size_t set, const std::string& content) {
   }
   auto s = write_all(fd, content.data(), content.size(), 0, what);
   close(fd);
-  if (s && renameat(index_fd_, tmp.c_str(), index_fd_, name.c_str()) != 0) {
-    s = io_error("renaming " + what, errno);
+  if (s) {
+    if (int err = move_into_place(index_fd_, tmp, name); err != 0) {
+      s = io_error("renaming " + what, err);
+    }
   }
   if (!s) {
     unlinkat(index_fd_, tmp.c_str(), 0);
