@@ -165,7 +165,10 @@ Status parse_roce(const nlohmann::json& doc, PluginConf* conf) {
   Fields r(doc, "roce", ErrorKind::kInvalidConfig);
   std::string mode;
   nlohmann::json dcb;
-  r.integer_in("tos", 0, 255, &conf->roce_cm.tos).string("mode", &mode).object("dcb", &dcb);
+  r.integer_in("tos", 0, 255, &conf->roce_cm.tos)
+      .integer_in("controlTos", 0, 255, &conf->control_tos)
+      .string("mode", &mode)
+      .object("dcb", &dcb);
   TRY(r.status());
   if (!mode.empty()) {
     TRY_ASSIGN(conf->roce_cm.mode, rdma::parse_roce_mode(mode, "roce.mode"));
@@ -289,6 +292,27 @@ Expected<PluginConf> load_conf(const cni::NetConf& net, const cni::CniArgs& args
   TRY(check_absolute_path(conf.sysfs_root, "sysfsRoot", ErrorKind::kInvalidConfig));
   TRY(check_absolute_path(conf.configfs_root, "configfsRoot", ErrorKind::kInvalidConfig));
   return conf;
+}
+
+std::optional<TrafficClass> roce_traffic_class(const PluginConf& conf) {
+  if (conf.roce_cm.tos) {
+    return TrafficClass{*conf.roce_cm.tos, "roce.tos"};
+  }
+  if (!conf.dcb.pfc_enable) {
+    return std::nullopt;
+  }
+  constexpr int kEct0 = 2;  // ECN-capable: what ECN marking (DCQCN) needs
+  for (int prio = 0; prio < 8; ++prio) {
+    if ((*conf.dcb.pfc_enable & (1U << prio)) == 0) {
+      continue;
+    }
+    for (const auto& [dscp, mapped] : conf.dcb.dscp_prio) {  // in DSCP order
+      if (mapped == prio) {
+        return TrafficClass{(dscp << 2) | kEct0, "roce.dcb"};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace rdmanet::plugin

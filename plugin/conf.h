@@ -49,17 +49,29 @@ struct PluginConf {
   bool multi_rail_sysctls = true;
   bool source_routing = true;  // a routing table and a "from <addr>" rule per rail
   RdmaIsolation rdma_isolation = RdmaIsolation::kAuto;
-  bool soft_roce = false;      // create a soft-RoCE device on the pod interface
-  rdma::CmDefaults roce_cm;    // roce.tos / roce.mode: RDMA-CM defaults of the device
-  netns::DcbConfig dcb;        // roce.dcb: PFC and DSCP->priority on the PF (node level)
-  bool dcb_apply = false;      // roce.dcb.policy "apply"; "verify" (default) only checks
-  int gid_timeout_ms = 10000;  // gidTimeout (seconds in the config)
+  bool soft_roce = false;          // create a soft-RoCE device on the pod interface
+  rdma::CmDefaults roce_cm;        // roce.tos / roce.mode: RDMA-CM defaults of the device
+  std::optional<int> control_tos;  // roce.controlTos: NCCL's control messages (NCCL_IB_FIFO_TC)
+  netns::DcbConfig dcb;            // roce.dcb: PFC and DSCP->priority on the PF (node level)
+  bool dcb_apply = false;          // roce.dcb.policy "apply"; "verify" (default) only checks
+  int gid_timeout_ms = 10000;      // gidTimeout (seconds in the config)
   std::string configfs_root = "/sys/kernel/config";
   std::string state_dir = "/var/lib/cni/rdmanet";
   std::string pod_info_dir = "/run/rdmanet/pods";  // empty: no pod rails files
   std::string sysfs_root = "/sys";
   int ipam_timeout_seconds = 60;
 };
+
+// The traffic class (IP ToS byte: DSCP << 2 | ECN) a RoCE v2 workload on this network should
+// send with, and where it comes from: roce.tos as given ("roce.tos"); else the lowest DSCP
+// that roce.dcb maps to its lowest PFC priority, marked ECT(0) as 106 is DSCP 26
+// ("roce.dcb"): the lossless class the PF was checked or set to have. None when the config
+// names neither (rdmanet does not guess the fabric's class).
+struct TrafficClass {
+  int value = 0;
+  std::string source;
+};
+std::optional<TrafficClass> roce_traffic_class(const PluginConf& conf);
 
 // Reads rdmanet's keys from the config; errors name the field (code 7, or 2
 // for a value rdmanet does not support).

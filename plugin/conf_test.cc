@@ -417,6 +417,37 @@ TEST(LoadConf, RdmaKeys) {
   });
 }
 
+// The class workloads are told to send with: roce.tos as given, else the DSCP roce.dcb maps
+// to its (lowest) lossless priority, never a guess.
+TEST(LoadConf, TheTrafficClassComesFromTosElseTheLosslessDscp) {
+  auto tc = [](const json& roce) {
+    auto c = load(conf({{"roce", roce}}));
+    EXPECT_TRUE(c.ok()) << c.error().msg();
+    return c ? roce_traffic_class(*c) : std::nullopt;
+  };
+  auto from_tos = tc({{"tos", 98}, {"dcb", {{"pfc", {3}}, {"dscpPriority", {{"26", 3}}}}}});
+  ASSERT_TRUE(from_tos);
+  EXPECT_EQ(from_tos->value, 98);
+  EXPECT_EQ(from_tos->source, "roce.tos");
+
+  auto from_dcb = tc(
+      {{"dcb", {{"pfc", {5, 3}}, {"dscpPriority", {{"48", 6}, {"30", 5}, {"24", 3}, {"26", 3}}}}}});
+  ASSERT_TRUE(from_dcb);
+  EXPECT_EQ(from_dcb->value, (24 << 2) | 2) << "lowest DSCP of the lowest PFC priority, ECT(0)";
+  EXPECT_EQ(from_dcb->source, "roce.dcb");
+
+  EXPECT_FALSE(tc({{"dcb", {{"pfc", {3}}}}})) << "PFC without a DSCP map: PCP trust";
+  EXPECT_FALSE(tc({{"dcb", {{"dscpPriority", {{"26", 3}}}}}})) << "no lossless priority named";
+  EXPECT_FALSE(tc({{"dcb", {{"pfc", {4}}, {"dscpPriority", {{"26", 3}}}}}}))
+      << "no DSCP maps to the PFC priority";
+  EXPECT_FALSE(tc({{"mode", "v2"}}));
+
+  auto control = load(conf({{"roce", {{"controlTos", 184}}}}));
+  ASSERT_TRUE(control.ok()) << control.error().msg();
+  EXPECT_EQ(control->control_tos, 184);
+  EXPECT_FALSE(load(conf({{"roce", {{"controlTos", 256}}}})).ok());
+}
+
 TEST(LoadConf, RoceKeys) {
   auto c = load(conf({{"roce",
                        {{"tos", 106},

@@ -16,6 +16,7 @@
 #include "cni/delegate.h"
 #include "plugin/attachment.h"
 #include "plugin/conf.h"
+#include "plugin/gid_refresh.h"
 #include "plugin/networks_dir.h"
 #include "plugin/store.h"
 
@@ -332,6 +333,7 @@ RoundReport NodeAgent::round() {
   for (const auto& [stage, n] : report.errors) {
     errors_total_[stage] += n;
   }
+  gid_index_changes_total_ += report.gid_index_changes;
   for (const auto& m : report.messages) {
     spdlog::error("node-agent: {}", m);
   }
@@ -392,6 +394,7 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
       book.forget(key);
       ++report.attachments[{record.network, std::string(name_of(kModeNames, record.mode))}];
       report.held_devices += record.mode == Mode::kNetdev ? 1 : 0;
+      refresh_gids(record, **pod, dir, report);
       continue;
     }
     const long long since = book.first_seen(key, now);
@@ -412,6 +415,23 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
   if (auto s = book.save(); !s) {
     ++report.errors["state-dir"];
     report.messages.push_back(s.error().msg());
+  }
+}
+
+void NodeAgent::refresh_gids(const AttachmentRecord& record, const netns::Netns& pod,
+                             const std::string& state_dir, RoundReport& report) {
+  auto change = refresh_pod_gids(record, pod, state_dir + "/locks");
+  if (!change) {
+    ++report.errors["gid-refresh"];
+    report.messages.push_back("GID index of " + record.id().str() + ": " + change.error().msg());
+    return;
+  }
+  if (*change) {
+    ++report.gid_index_changes;
+    spdlog::warn(
+        "node-agent: RoCE v2 GID index of {} on {} moved from {} to {}: its pod files are "
+        "rewritten (a process that read the old index keeps it until it restarts)",
+        record.holder(), (*change)->device, (*change)->before.dump(), (*change)->after.dump());
   }
 }
 
@@ -509,6 +529,9 @@ std::string NodeAgent::metrics() const {
   m.sample("rdmanet_orphan_teardowns_total", {{"reason", "netns-gone"}},
            static_cast<double>(
                torn_down_total_.count("netns-gone") ? torn_down_total_.at("netns-gone") : 0));
+  m.family("rdmanet_gid_index_changes_total", "counter",
+           "Rails whose RoCE v2 GID index moved or went while the pod ran (pod files rewritten).");
+  m.sample("rdmanet_gid_index_changes_total", {}, static_cast<double>(gid_index_changes_total_));
   using Pool = RoundReport::Pool;
   auto per_pool = [&](const char* name, double (*value)(const Pool&)) {
     for (const auto& p : last_.pools) {
@@ -556,7 +579,8 @@ std::string NodeAgent::metrics() const {
     m.sample("rdmanet_ipam_reconcile_errors_total", {{"network", network}}, static_cast<double>(n));
   }
   m.family("rdmanet_reconcile_errors_total", "counter",
-           "Errors in the agent's rounds, by stage (state-dir, netns, teardown, networks-dir).");
+           "Errors in the agent's rounds, by stage (state-dir, netns, teardown, gid-refresh, "
+           "networks-dir).");
   for (const auto& [stage, n] : errors_total_) {
     m.sample("rdmanet_reconcile_errors_total", {{"stage", stage}}, static_cast<double>(n));
   }

@@ -12,7 +12,9 @@
 //   - every network with an rdmanet-ipam section (from the attachments' configs and the
 //     files in networksDir) gets `rdmanet-ipam reconcile`: the plugin's own reclaim rule
 //     (leases whose netns is gone, orphans, unreadable files) under its store lock;
-//   - records it cannot trust or parse are counted and logged, never deleted.
+//   - records it cannot trust or parse are counted and logged, never deleted;
+//   - each live RoCE rail's GID table is read again, and the pod's files rewritten when the
+//     RoCE v2 GID index of the rail's address moved or went (gid_refresh.h).
 // When it first saw each orphan is kept in <stateDir>/.agent/orphans.json, so a SIGKILL
 // at any point costs nothing: the next round finds what is left and finishes it.
 // Metrics (Prometheus text format) and /healthz are served on `listen`.
@@ -26,6 +28,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "netns/netns.h"
+#include "plugin/record.h"
 
 namespace rdmanet::plugin {
 
@@ -53,6 +57,7 @@ struct RoundReport {
   size_t orphans_waiting = 0;               // netns gone, inside the grace period
   size_t unreadable = 0;                    // records it cannot trust or parse
   std::map<std::string, size_t> torn_down;  // by reason
+  size_t gid_index_changes = 0;             // live rails whose pod files were rewritten
   struct Pool {
     std::string network;
     std::string range_set;  // "ipam.ranges[0]"
@@ -89,6 +94,9 @@ class NodeAgent {
   void reconcile_state_dir(const std::string& dir, RoundReport& report,
                            std::map<std::string, nlohmann::json>& networks,
                            std::map<std::string, nlohmann::json>& keep);
+  // Keeps a live attachment's pod files right with its RoCE v2 GID index (gid_refresh.h).
+  void refresh_gids(const AttachmentRecord& record, const netns::Netns& pod,
+                    const std::string& state_dir, RoundReport& report);
   void read_networks_dir(RoundReport& report, std::map<std::string, nlohmann::json>& networks);
   // `etcd`: the network's cluster-mode etcd (cluster_etcd), "" in node mode.
   void reconcile_ipam(const std::string& network, const std::string& config,
@@ -107,6 +115,7 @@ class NodeAgent {
   std::set<std::string> beaten_;
   std::map<std::pair<std::string, std::string>, size_t> silent_;
   std::map<std::string, size_t> errors_total_;
+  size_t gid_index_changes_total_ = 0;
   std::chrono::steady_clock::time_point last_done_{};
   double last_done_unix_ = 0;
 };

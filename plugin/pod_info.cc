@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "base/dir.h"
@@ -62,29 +63,66 @@ bool is_roce(const json& rail) {
   return rail.contains("rdma") && rail["rdma"].value("linkLayer", "") == "Ethernet";
 }
 
-// NCCL_IB_GID_INDEX when every RoCE rail has the same index; otherwise the address family
-// (and range) NCCL then picks each rail's GID by.
-void gid_settings(const std::vector<json>& roce, std::map<std::string, std::string>* env) {
-  if (roce.empty()) {
-    return;
-  }
+// The value every rail has for `key`, if all have one and they agree.
+std::optional<int> common_int(const std::vector<json>& rails, const char* key) {
   std::optional<int> common;
-  bool same = true;
+  for (const auto& rail : rails) {
+    const json& rdma = rail.value("rdma", json::object());
+    if (!rdma.contains(key) || !rdma[key].is_number_integer() ||
+        (common && *common != rdma[key].get<int>())) {
+      return std::nullopt;
+    }
+    common = rdma[key].get<int>();
+  }
+  return common;
+}
+
+bool shares_device(const json& rail) {
+  return rail.value("rdma", json::object()).value("sharedDevice", false);
+}
+
+// The RoCE v2 GID index every rail has (IPv4, else IPv6), if they agree.
+std::optional<int> common_gid_index(const std::vector<json>& roce) {
+  std::optional<int> common;
   for (const auto& rail : roce) {
     auto index = gid_index(rail, "ipv4");
     index = index ? index : gid_index(rail, "ipv6");
     if (!index || (common && *common != *index)) {
-      same = false;
-      break;
+      return std::nullopt;
     }
     common = index;
   }
-  if (same && common) {
-    (*env)["NCCL_IB_GID_INDEX"] = std::to_string(*common);
+  return common;
+}
+
+// How NCCL finds each RoCE rail's GID. Where every rail's RDMA device is the pod's own (a
+// VF, a PF, a soft-RoCE device on the pod interface) its GID table holds only the pod's
+// addresses: NCCL_IB_ADDR_FAMILY, and NCCL_IB_ADDR_RANGE when one subnet holds every rail,
+// let NCCL pick the GID of the rail's address at each start, so an index that moved after
+// a link flap or an address change never reaches a restarted process. A device shared with
+// other pods (a macvlan child of the node's HCA) holds their GIDs too, and rails of both
+// families have no family in common: NCCL then needs the index, NCCL_IB_GID_INDEX when
+// every rail has the same one (the node agent keeps the files current). NCCL takes one
+// setting for all rails; what no single setting covers is left to RDMANET_RAIL<i>_*.
+void gid_settings(const std::vector<json>& roce, std::map<std::string, std::string>* env) {
+  if (roce.empty()) {
     return;
   }
-  const bool v4 = std::all_of(roce.begin(), roce.end(),
-                              [](const json& r) { return gid_index(r, "ipv4").has_value(); });
+  const auto has = [](bool v4) {
+    return [v4](const json& rail) { return address(rail, v4).has_value(); };
+  };
+  const bool v4 = std::all_of(roce.begin(), roce.end(), has(true));
+  const bool v6 = std::all_of(roce.begin(), roce.end(), has(false));
+  const bool by_index = std::any_of(roce.begin(), roce.end(), shares_device) || (!v4 && !v6);
+  if (by_index) {
+    if (auto index = common_gid_index(roce); index) {
+      (*env)["NCCL_IB_GID_INDEX"] = std::to_string(*index);
+      return;
+    }
+    if (!v4 && !v6) {
+      return;
+    }
+  }
   (*env)["NCCL_IB_ADDR_FAMILY"] = v4 ? "AF_INET" : "AF_INET6";
   std::optional<netns::IpPrefix> subnet;
   for (const auto& rail : roce) {
@@ -96,6 +134,22 @@ void gid_settings(const std::vector<json>& roce, std::map<std::string, std::stri
   }
   if (subnet) {
     (*env)["NCCL_IB_ADDR_RANGE"] = subnet->str();
+  }
+}
+
+// The traffic class NCCL and UCX send with, where every RoCE rail has the same one (rails
+// that disagree are stated per rail only: NCCL and UCX take one class for all).
+void traffic_class_settings(const std::vector<json>& roce,
+                            std::map<std::string, std::string>* env) {
+  if (roce.empty()) {
+    return;
+  }
+  if (auto tc = common_int(roce, "trafficClass"); tc) {
+    (*env)["NCCL_IB_TC"] = std::to_string(*tc);
+    (*env)["UCX_IB_TRAFFIC_CLASS"] = std::to_string(*tc);
+  }
+  if (auto tc = common_int(roce, "controlTrafficClass"); tc) {
+    (*env)["NCCL_IB_FIFO_TC"] = std::to_string(*tc);
   }
 }
 
@@ -144,6 +198,7 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
   std::vector<std::string> hcas;
   std::vector<std::string> ifnames;
   std::vector<json> roce;
+  std::set<std::string> gpudirect;  // a node fact: every rail that has it says the same
   env["RDMANET_RAILS"] = std::to_string(rails.size());
   for (size_t i = 0; i < rails.size(); ++i) {
     const json& rail = rails[i];
@@ -162,6 +217,15 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
     if (rail.contains("numaNode")) {
       env[prefix + "NUMA_NODE"] = std::to_string(rail.value("numaNode", -1));
     }
+    for (const auto& [field, name] :
+         {std::pair{"pcieRoot", "PCIE_ROOT"}, std::pair{"dataDirectPci", "DATA_DIRECT_PCI"}}) {
+      if (rail.contains(field) && rail[field].is_string()) {
+        env[prefix + name] = rail[field].get<std::string>();
+      }
+    }
+    if (rail.contains("gpuDirectRdma") && rail["gpuDirectRdma"].is_string()) {
+      gpudirect.insert(rail["gpuDirectRdma"].get<std::string>());
+    }
     if (!rail.contains("rdma")) {
       continue;
     }
@@ -178,6 +242,9 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
       env[prefix + "GID_INDEX_IPV6"] = std::to_string(*index);
       env.try_emplace(prefix + "GID_INDEX", std::to_string(*index));
     }
+    if (rdma.contains("trafficClass")) {
+      env[prefix + "TC"] = std::to_string(rdma.value("trafficClass", 0));
+    }
     if (is_roce(rail)) {
       roce.push_back(rail);
     }
@@ -190,7 +257,36 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
     env["NCCL_SOCKET_IFNAME"] = "=" + join(ifnames, ",");
   }
   gid_settings(roce, &env);
+  traffic_class_settings(roce, &env);
+  if (gpudirect.size() == 1) {
+    env["RDMANET_GPUDIRECT_RDMA"] = *gpudirect.begin();
+  }
   return env;
+}
+
+json gid_fields(const json& gid_report, const std::string& ifname) {
+  json gids = json::array();
+  json indexes = json::object();
+  if (gid_report.is_object()) {
+    for (const auto& gid : gid_report.value("table", json::array())) {
+      if (gid.is_object() && gid.value("netdev", "") == ifname) {
+        gids.push_back({{"index", gid.value("index", -1)},
+                        {"gid", gid.value("gid", "")},
+                        {"type", gid.value("type", "")}});
+      }
+    }
+    for (const auto& e : gid_report.value("addresses", json::array())) {
+      if (!e.is_object()) {
+        continue;
+      }
+      auto addr = netns::IpAddress::parse(e.value("address", ""));
+      const int index = e.value("index", -1);
+      if (addr && index >= 0) {
+        indexes.emplace(addr->is_v4() ? "ipv4" : "ipv6", index);
+      }
+    }
+  }
+  return {{"gids", gids}, {"gidIndex", indexes}};
 }
 
 json pod_document(std::vector<json> rails, const std::string& uid) {
@@ -204,11 +300,13 @@ json pod_document(std::vector<json> rails, const std::string& uid) {
   return {{"version", 1}, {"podUID", uid}, {"rails", rails}, {"env", env}};
 }
 
-std::string env_file(const json& document) {
+std::string env_file(const json& document, const std::string& prefix) {
   std::string out = "# rdmanet: this pod's RDMA rails (see rails.json)\n";
   const json env = document.value("env", json::object());
   for (const auto& [key, value] : env.items()) {
-    out += key + "=" + value.get<std::string>() + "\n";
+    if (key.starts_with(prefix)) {
+      out += key + "=" + value.get<std::string>() + "\n";
+    }
   }
   return out;
 }
@@ -225,7 +323,7 @@ constexpr mode_t kReadableDir = 0755;  // pods read it through a hostPath volume
 constexpr mode_t kReadableFile = 0644;
 constexpr size_t kMaxEntry = 64 << 10;  // one rail's entry is well under 4 kB
 // The names rdmanet writes in <uid>/ (and the temporaries Dir::write makes of them).
-constexpr const char* kPodFiles[] = {"rails.json", "rdma.env"};
+constexpr const char* kPodFiles[] = {"rails.json", "rdma.env", "nccl.conf", "ucx.conf"};
 
 std::string entry_name(const RailKey& key) {
   return bounded_name(key.container_id) + "." + hex(key.ifname) + ".json";
@@ -302,7 +400,9 @@ Status regenerate(const Dir& root, const Dir& pod, const Dir& rails, const std::
   }
   json doc = pod_document(std::move(entries), uid);
   TRY(pod.write("rails.json", doc.dump(2) + "\n", kReadableFile));
-  return pod.write("rdma.env", env_file(doc), kReadableFile);
+  TRY(pod.write("rdma.env", env_file(doc), kReadableFile));
+  TRY(pod.write("nccl.conf", env_file(doc, "NCCL_"), kReadableFile));
+  return pod.write("ucx.conf", env_file(doc, "UCX_"), kReadableFile);
 }
 
 Expected<Dir> trusted_root(const std::string& path) {
@@ -381,6 +481,41 @@ Status PodInfoStore::remove(const RailKey& key) {
     }
   }
   return regenerate(*root, **pod, **rails, key.uid);
+}
+
+Expected<std::optional<json>> PodInfoStore::refresh_gids(const RailKey& key, const json& fields) {
+  if (!is_pod_uid(key.uid)) {
+    return Error(ErrorKind::kState, "pod-info uid " + in_quotes(key.uid) + " is not a pod UID");
+  }
+  TRY_ASSIGN(auto root, Dir::open(root_));
+  if (!root) {
+    return std::optional<json>();
+  }
+  TRY(check_private_directory(root_).with_context("podInfoDir"));
+  TRY_ASSIGN(auto lock, this->lock(key.uid));
+  TRY_ASSIGN(auto pod, root->sub(key.uid));
+  if (!pod) {
+    return std::optional<json>();
+  }
+  TRY_ASSIGN(auto rails, pod->sub("rails"));
+  if (!rails) {
+    return std::optional<json>();
+  }
+  const std::string name = entry_name(key);
+  TRY_ASSIGN(auto text, rails->read_own(name, kMaxEntry));
+  json entry = text ? parse_json(*text) : json();
+  if (!entry.is_object() || !entry.contains("rdma") || !entry["rdma"].is_object()) {
+    return std::optional<json>();  // gone, or a rail without RDMA: nothing to keep current
+  }
+  json& rdma = entry["rdma"];
+  json before = rdma.value("gidIndex", json::object());
+  if (before == fields.value("gidIndex", json::object())) {
+    return std::optional<json>();
+  }
+  rdma.update(fields);
+  TRY(rails->write(name, entry.dump(2) + "\n", kReadableFile));
+  TRY(regenerate(*root, *pod, *rails, key.uid));
+  return std::optional<json>(std::move(before));
 }
 
 }  // namespace rdmanet::plugin

@@ -6,6 +6,8 @@
 //                                              removed by its DEL
 //   <uid>/rails.json     every rail in CNI_IFNAME order, and the NCCL/UCX settings
 //   <uid>/rdma.env       the same as KEY=value lines a shell can source
+//   <uid>/nccl.conf      its NCCL_* lines, for NCCL_CONF_FILE=<mount>/nccl.conf
+//   <uid>/ucx.conf       its UCX_* lines, for UCX_CONFIG_DIR=<mount>
 // The two files are regenerated from rails/ after each change, under one lock per pod, so
 // rails attached at once never lose an entry; the last DEL removes what rdmanet wrote.
 // Pods mount <podInfoDir> with a hostPath volume and subPathExpr: $(POD_UID), read-only.
@@ -35,18 +37,27 @@ namespace rdmanet::plugin {
 bool ifname_less(const std::string& a, const std::string& b);
 
 // The settings NCCL and UCX need for these rails (each a rails/<ifname>.json entry), in
-// rail order: NCCL_IB_HCA ("=dev:port,..."), NCCL_IB_GID_INDEX when every rail has the
-// same RoCE v2 GID index, else NCCL_IB_ADDR_FAMILY (and NCCL_IB_ADDR_RANGE when one subnet
-// holds every rail) so NCCL picks each rail's GID itself; NCCL_SOCKET_IFNAME,
-// UCX_NET_DEVICES; and RDMANET_RAILS with RDMANET_RAIL<i>_* per rail.
+// rail order: NCCL_IB_HCA ("=dev:port,..."); NCCL_IB_ADDR_FAMILY (and NCCL_IB_ADDR_RANGE
+// when one subnet holds every rail) so NCCL picks each rail's GID itself, or, where a
+// rail's device is shared with other pods, NCCL_IB_GID_INDEX when every rail has the same
+// RoCE v2 GID index; NCCL_IB_TC and UCX_IB_TRAFFIC_CLASS (NCCL_IB_FIFO_TC for the control
+// class) when every RoCE rail has the same traffic class; NCCL_SOCKET_IFNAME,
+// UCX_NET_DEVICES; and RDMANET_RAILS with RDMANET_RAIL<i>_* per rail (_TC its class).
 std::map<std::string, std::string> rail_env(const std::vector<nlohmann::json>& rails);
+
+// A rail entry's GID fields from a GID report (rdma::GidReport::to_json()): "gids", the
+// table's entries of the pod interface `ifname` ({index, gid, type}), and "gidIndex", the
+// RoCE v2 GID index of the rail's first address of each family ({"ipv4": 3}).
+nlohmann::json gid_fields(const nlohmann::json& gid_report, const std::string& ifname);
 
 // rails.json's content: {"version", "podUID", "rails": [...], "env": {...}}.
 nlohmann::json pod_document(std::vector<nlohmann::json> rails, const std::string& uid);
 
 // rdma.env's content: "KEY=value" lines, sorted; values are names and numbers, never
-// quoted text.
-std::string env_file(const nlohmann::json& document);
+// quoted text. With a prefix, only the keys that start with it: nccl.conf ("NCCL_", the
+// file NCCL_CONF_FILE names; NCCL reads KEY=VALUE lines and lets the environment win) and
+// ucx.conf ("UCX_", read from $UCX_CONFIG_DIR/ucx.conf; the environment wins there too).
+std::string env_file(const nlohmann::json& document, const std::string& prefix = "");
 
 // A K8S_POD_UID fit to name a directory: 1-64 of [A-Za-z0-9-] (Kubernetes gives a UUID).
 bool is_pod_uid(const std::string& uid);
@@ -78,6 +89,13 @@ class PodInfoStore {
   // wrote. A rail or pod that is not there is fine. What the pod left in its directory is
   // skipped, never followed or removed; an error here is for the caller to report.
   Status remove(const RailKey& key);
+
+  // Replaces the GID fields of the rail entry of `key` (see gid_fields) when its gidIndex
+  // differs from the one in `fields`, and regenerates the pod's files. An entry that is not
+  // there (the rail's DEL came first) stays absent. Returns the gidIndex the entry had when
+  // it was replaced, std::nullopt when nothing changed.
+  Expected<std::optional<nlohmann::json>> refresh_gids(const RailKey& key,
+                                                       const nlohmann::json& fields);
 
   const std::string& root() const { return root_; }
 

@@ -32,34 +32,23 @@ std::optional<int> numa_node(const std::string& sysfs_root, const std::string& p
 }
 
 // The rail's RDMA device as the pod sees it: device, port, link layer, the GIDs of the pod
-// interface with their indexes and types, and the RoCE v2 GID index of each address family.
+// interface with their indexes and types, the RoCE v2 GID index of each address family,
+// whether other pods share the device's GID table, and the traffic class to send with.
 json rdma_entry(Attachment& a) {
   const RdmaReport& rdma = *a.rec().rdma;
+  const bool roce = !a.rdma().infiniband;
   json entry = {{"device", rdma.device},
                 {"port", rdma.port},
-                {"linkLayer", a.rdma().infiniband ? "InfiniBand" : "Ethernet"}};
-  json gids = json::array();
-  json indexes = json::object();
-  if (rdma.gids.is_object()) {
-    for (const auto& gid : rdma.gids.value("table", json::array())) {
-      if (gid.value("netdev", "") == a.rec().ifname) {
-        gids.push_back({{"index", gid.value("index", -1)},
-                        {"gid", gid.value("gid", "")},
-                        {"type", gid.value("type", "")}});
-      }
-    }
-    for (const auto& e : rdma.gids.value("addresses", json::array())) {
-      auto addr = netns::IpAddress::parse(e.value("address", ""));
-      const int index = e.value("index", -1);
-      if (addr && index >= 0) {
-        indexes.emplace(addr->is_v4() ? "ipv4" : "ipv6", index);
-      }
-    }
+                {"linkLayer", roce ? "Ethernet" : "InfiniBand"}};
+  entry.update(gid_fields(rdma.gids, a.rec().ifname));
+  // A macvlan child of the node's HCA: every pod on it has its GIDs in the one table.
+  entry["sharedDevice"] = a.conf().mode == Mode::kMacvlan && !a.conf().soft_roce;
+  if (auto tc = roce_traffic_class(a.conf()); tc && roce) {
+    entry["trafficClass"] = tc->value;
+    entry["trafficClassFrom"] = tc->source;
   }
-  entry["gids"] = gids;
-  entry["gidIndex"] = indexes;
-  if (a.conf().roce_cm.tos) {
-    entry["tos"] = *a.conf().roce_cm.tos;
+  if (a.conf().control_tos && roce) {
+    entry["controlTrafficClass"] = *a.conf().control_tos;
   }
   return entry;
 }

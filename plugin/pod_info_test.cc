@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// A RoCE rail as write_pod_info makes it.
+// A RoCE rail as write_pod_info makes it: its own RDMA device (a VF, say), no traffic class.
 json roce_rail(const std::string& ifname, const std::string& device, const std::string& address,
                int v4_index, std::optional<int> v6_index = std::nullopt) {
   json rail = {{"interface", ifname},
@@ -33,11 +33,26 @@ json roce_rail(const std::string& ifname, const std::string& device, const std::
                  {"port", 1},
                  {"linkLayer", "Ethernet"},
                  {"gids", json::array()},
-                 {"gidIndex", {{"ipv4", v4_index}}}}}};
+                 {"gidIndex", {{"ipv4", v4_index}}},
+                 {"sharedDevice", false}}}};
   if (v6_index) {
     rail["addresses"].push_back("fd00:56::2/64");
     rail["rdma"]["gidIndex"]["ipv6"] = *v6_index;
   }
+  return rail;
+}
+
+// A macvlan child of the node's HCA: other pods' GIDs share the table.
+json shared_rail(const std::string& ifname, const std::string& device, const std::string& address,
+                 int v4_index) {
+  json rail = roce_rail(ifname, device, address, v4_index);
+  rail["rdma"]["sharedDevice"] = true;
+  return rail;
+}
+
+json with_class(json rail, int tc) {
+  rail["rdma"]["trafficClass"] = tc;
+  rail["rdma"]["trafficClassFrom"] = "roce.tos";
   return rail;
 }
 
@@ -51,14 +66,17 @@ TEST(PodInfo, InterfaceNamesSortAsRailsAreNumbered) {
   EXPECT_TRUE(ifname_less("rail2", "rail10x"));
 }
 
-TEST(PodInfo, OneGidIndexForEveryRailIsNcclIbGidIndex) {
+// The pod's own devices hold only its GIDs: NCCL picks the one of each rail's address by
+// family and range at every start, so an index that moves never reaches a restarted process.
+TEST(PodInfo, OwnDevicesLetNcclPickTheGidByAddressNotByIndex) {
   auto env = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
                        roce_rail("net2", "mlx5_3", "10.56.0.3/24", 3)});
   EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_3:1");
   EXPECT_EQ(env["UCX_NET_DEVICES"], "mlx5_0:1,mlx5_3:1");
   EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=net1,net2");
-  EXPECT_EQ(env["NCCL_IB_GID_INDEX"], "3");
-  EXPECT_EQ(env.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(env.count("NCCL_IB_GID_INDEX"), 0u) << "the same index on every rail, all the same";
+  EXPECT_EQ(env["NCCL_IB_ADDR_FAMILY"], "AF_INET");
+  EXPECT_EQ(env["NCCL_IB_ADDR_RANGE"], "10.56.0.0/24");
   EXPECT_EQ(env["RDMANET_RAILS"], "2");
   EXPECT_EQ(env["RDMANET_RAIL1_RDMA_DEVICE"], "mlx5_3");
   EXPECT_EQ(env["RDMANET_RAIL1_GID_INDEX"], "3");
@@ -67,10 +85,20 @@ TEST(PodInfo, OneGidIndexForEveryRailIsNcclIbGidIndex) {
   EXPECT_EQ(env["RDMANET_RAIL0_LINK_LAYER"], "Ethernet");
 }
 
+// On a shared HCA the family would also match other pods' GIDs: the index it is, when every
+// rail has the same one.
+TEST(PodInfo, OnSharedDevicesOneGidIndexForEveryRailIsNcclIbGidIndex) {
+  auto env = rail_env({shared_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
+                       roce_rail("net2", "mlx5_3", "10.57.0.3/24", 3)});
+  EXPECT_EQ(env["NCCL_IB_GID_INDEX"], "3");
+  EXPECT_EQ(env.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(env["RDMANET_RAIL0_GID_INDEX"], "3");
+}
+
 // A shared HCA gives each pod's GID another index: NCCL is told how to pick them instead.
 TEST(PodInfo, DifferentGidIndexesLetNcclPickByFamilyAndRange) {
-  auto one_subnet = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
-                              roce_rail("net2", "mlx5_0", "10.56.0.3/24", 5)});
+  auto one_subnet = rail_env({shared_rail("net1", "mlx5_0", "10.56.0.2/24", 3),
+                              shared_rail("net2", "mlx5_0", "10.56.0.3/24", 5)});
   EXPECT_EQ(one_subnet.count("NCCL_IB_GID_INDEX"), 0u);
   EXPECT_EQ(one_subnet["NCCL_IB_ADDR_FAMILY"], "AF_INET");
   EXPECT_EQ(one_subnet["NCCL_IB_ADDR_RANGE"], "10.56.0.0/24");
@@ -92,6 +120,50 @@ TEST(PodInfo, DifferentGidIndexesLetNcclPickByFamilyAndRange) {
   EXPECT_EQ(v6["NCCL_IB_ADDR_RANGE"], "fd00:56::/64");
   EXPECT_EQ(v6["RDMANET_RAIL0_GID_INDEX_IPV6"], "2");
   EXPECT_EQ(v6["RDMANET_RAIL0_ADDRESS_IPV6"], "fd00:56::2");
+}
+
+// IPv4 rails and an IPv6 rail have no family in common: never a family some rails lack.
+TEST(PodInfo, RailsOfBothFamiliesGetTheCommonIndexOrNoGidSetting) {
+  json v6 = roce_rail("net2", "mlx5_1", "fd00:56::2/64", 0);
+  v6["addresses"] = {"fd00:56::2/64"};
+  v6["rdma"]["gidIndex"] = {{"ipv6", 3}};
+  auto same = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), v6});
+  EXPECT_EQ(same.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(same["NCCL_IB_GID_INDEX"], "3");
+  v6["rdma"]["gidIndex"] = {{"ipv6", 5}};
+  auto differ = rail_env({roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), v6});
+  EXPECT_EQ(differ.count("NCCL_IB_ADDR_FAMILY"), 0u);
+  EXPECT_EQ(differ.count("NCCL_IB_GID_INDEX"), 0u);
+  EXPECT_EQ(differ["RDMANET_RAIL1_GID_INDEX"], "5");
+}
+
+// One class for every RoCE rail is what NCCL and UCX send with; rails that disagree, or one
+// without a class, leave it to each rail's own line (NCCL and UCX take one class for all).
+TEST(PodInfo, TheTrafficClassIsCommonOnlyWhenEveryRoceRailAgrees) {
+  auto same = rail_env({with_class(roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), 106),
+                        with_class(roce_rail("net2", "mlx5_1", "10.57.0.2/24", 3), 106)});
+  EXPECT_EQ(same["NCCL_IB_TC"], "106");
+  EXPECT_EQ(same["UCX_IB_TRAFFIC_CLASS"], "106");
+  EXPECT_EQ(same["RDMANET_RAIL1_TC"], "106");
+  EXPECT_EQ(same.count("NCCL_IB_FIFO_TC"), 0u) << "NCCL's control messages follow NCCL_IB_TC";
+
+  auto differ = rail_env({with_class(roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), 106),
+                          with_class(roce_rail("net2", "mlx5_1", "10.57.0.2/24", 3), 98)});
+  EXPECT_EQ(differ.count("NCCL_IB_TC"), 0u);
+  EXPECT_EQ(differ.count("UCX_IB_TRAFFIC_CLASS"), 0u);
+  EXPECT_EQ(differ["RDMANET_RAIL0_TC"], "106");
+  EXPECT_EQ(differ["RDMANET_RAIL1_TC"], "98");
+
+  auto one_without = rail_env({with_class(roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), 106),
+                               roce_rail("net2", "mlx5_1", "10.57.0.2/24", 3)});
+  EXPECT_EQ(one_without.count("NCCL_IB_TC"), 0u);
+  EXPECT_EQ(one_without.count("RDMANET_RAIL1_TC"), 0u);
+
+  json control = with_class(roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), 106);
+  control["rdma"]["controlTrafficClass"] = 184;
+  auto fifo = rail_env({control});
+  EXPECT_EQ(fifo["NCCL_IB_FIFO_TC"], "184");
+  EXPECT_EQ(fifo["NCCL_IB_TC"], "106");
 }
 
 TEST(PodInfo, InfinibandRailsNeedNoGidSettingsAndPlainRailsNoHca) {
@@ -116,6 +188,29 @@ TEST(PodInfo, TheDocumentListsRailsInInterfaceOrder) {
   EXPECT_EQ(doc["env"]["NCCL_IB_HCA"], "=mlx5_1:1,mlx5_9:1");
   std::string env = env_file(doc);
   EXPECT_NE(env.find("\nNCCL_IB_HCA==mlx5_1:1,mlx5_9:1\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nRDMANET_RAILS=2\n"), std::string::npos) << env;
+  std::string nccl = env_file(doc, "NCCL_");
+  EXPECT_NE(nccl.find("\nNCCL_IB_HCA==mlx5_1:1,mlx5_9:1\n"), std::string::npos) << nccl;
+  EXPECT_EQ(nccl.find("UCX_"), std::string::npos) << nccl;
+  EXPECT_EQ(nccl.find("RDMANET_"), std::string::npos) << nccl;
+  std::string ucx = env_file(doc, "UCX_");
+  EXPECT_NE(ucx.find("\nUCX_NET_DEVICES=mlx5_1:1,mlx5_9:1\n"), std::string::npos) << ucx;
+  EXPECT_EQ(ucx.find("NCCL_"), std::string::npos) << ucx;
+}
+
+TEST(PodInfo, GidFieldsAreThePodInterfacesGidsAndEachFamilysRoceV2Index) {
+  json report = {
+      {"device", "rxe0"},
+      {"port", 1},
+      {"table",
+       {{{"index", 1}, {"gid", "fe80::1"}, {"type", "RoCE v2"}, {"netdev", "net1"}},
+        {{"index", 3}, {"gid", "::ffff:10.56.0.2"}, {"type", "RoCE v2"}, {"netdev", "net1"}},
+        {{"index", 5}, {"gid", "::ffff:10.56.0.9"}, {"type", "RoCE v2"}, {"netdev", "other"}}}},
+      {"addresses",
+       {{{"address", "10.56.0.2"}, {"index", 3}}, {{"address", "fd00::2"}, {"index", -1}}}}};
+  json fields = gid_fields(report, "net1");
+  EXPECT_EQ(fields["gids"].size(), 2u) << fields.dump();
+  EXPECT_EQ(fields["gidIndex"], json({{"ipv4", 3}})) << "an address without a GID has none";
 }
 
 TEST(PodInfo, PodUidsAreCheckedBeforeTheyNameADirectory) {
@@ -186,6 +281,75 @@ TEST_F(PodInfoStoreTest, RailsAddedAtOnceAreAllListedAndTheLastDelRemovesThePod)
   }
   EXPECT_FALSE(fs::exists(root() + "/pod-a"));
   EXPECT_TRUE(s.remove({"gone", "sandbox", "net1"}).ok());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// nccl.conf and ucx.conf sit next to rdma.env, with only their library's keys, and go with
+// the pod's last rail.
+TEST_F(PodInfoStoreTest, NcclAndUcxConfigFilesFollowTheRails) {
+  PodInfoStore s = store();
+  ASSERT_TRUE(s.put({"pod-a", "s", "net1"},
+                    with_class(roce_rail("net1", "mlx5_0", "10.56.0.2/24", 3), 106)));
+  const std::string nccl = read_text(root() + "/pod-a/nccl.conf");
+  EXPECT_NE(nccl.find("\nNCCL_IB_HCA==mlx5_0:1\n"), std::string::npos) << nccl;
+  EXPECT_NE(nccl.find("\nNCCL_IB_TC=106\n"), std::string::npos) << nccl;
+  EXPECT_EQ(nccl.find("UCX_"), std::string::npos) << nccl;
+  const std::string ucx = read_text(root() + "/pod-a/ucx.conf");
+  EXPECT_NE(ucx.find("\nUCX_IB_TRAFFIC_CLASS=106\n"), std::string::npos) << ucx;
+  EXPECT_NE(ucx.find("\nUCX_NET_DEVICES=mlx5_0:1\n"), std::string::npos) << ucx;
+  ASSERT_TRUE(s.put({"pod-a", "s", "net2"},
+                    with_class(roce_rail("net2", "mlx5_1", "10.57.0.2/24", 3), 98)));
+  EXPECT_EQ(read_text(root() + "/pod-a/nccl.conf").find("NCCL_IB_TC"), std::string::npos)
+      << "the rails disagree now";
+  ASSERT_TRUE(s.remove({"pod-a", "s", "net1"}));
+  ASSERT_TRUE(s.remove({"pod-a", "s", "net2"}));
+  EXPECT_FALSE(fs::exists(root() + "/pod-a"));
+}
+
+// The node agent's rewrite: only when the index moved, only an entry that is still there,
+// keeping the entry's place among the pod's sandboxes.
+TEST_F(PodInfoStoreTest, RefreshedGidsRewriteTheFilesOnlyWhenTheIndexMoved) {
+  PodInfoStore s = store();
+  ASSERT_TRUE(s.put({"pod-a", "s", "net1"}, shared_rail("net1", "mlx5_0", "10.56.0.2/24", 3)));
+  const std::string env_path = root() + "/pod-a/rdma.env";
+  struct stat before {};
+  ASSERT_EQ(::stat(env_path.c_str(), &before), 0);
+
+  json same = {{"gids", json::array()}, {"gidIndex", {{"ipv4", 3}}}};
+  auto unchanged = s.refresh_gids({"pod-a", "s", "net1"}, same);
+  ASSERT_TRUE(unchanged.ok()) << unchanged.error().msg();
+  EXPECT_FALSE(*unchanged);
+  struct stat after {};
+  ASSERT_EQ(::stat(env_path.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino) << "not rewritten";
+
+  json moved = {{"gids", {{{"index", 5}, {"gid", "::ffff:10.56.0.2"}, {"type", "RoCE v2"}}}},
+                {"gidIndex", {{"ipv4", 5}}}};
+  auto changed = s.refresh_gids({"pod-a", "s", "net1"}, moved);
+  ASSERT_TRUE(changed.ok()) << changed.error().msg();
+  ASSERT_TRUE(*changed);
+  EXPECT_EQ(**changed, json({{"ipv4", 3}}));
+  EXPECT_NE(read_text(env_path).find("\nNCCL_IB_GID_INDEX=5\n"), std::string::npos)
+      << read_text(env_path);
+  EXPECT_NE(read_text(env_path).find("\nRDMANET_RAIL0_GID_INDEX=5\n"), std::string::npos);
+  json doc = read_doc("pod-a");
+  EXPECT_EQ(doc["rails"][0]["rdma"]["gids"].size(), 1u);
+  EXPECT_EQ(doc["rails"][0]["rdma"]["device"], "mlx5_0") << "the rest of the entry is kept";
+
+  json gone = {{"gids", json::array()}, {"gidIndex", json::object()}};
+  ASSERT_TRUE(*s.refresh_gids({"pod-a", "s", "net1"}, gone));
+  EXPECT_EQ(read_text(env_path).find("GID_INDEX"), std::string::npos) << read_text(env_path);
+
+  // A DEL first: the refresh brings nothing back.
+  ASSERT_TRUE(s.remove({"pod-a", "s", "net1"}));
+  auto late = s.refresh_gids({"pod-a", "s", "net1"}, moved);
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late);
+  EXPECT_FALSE(fs::exists(root() + "/pod-a"));
 }
 
 TEST_F(PodInfoStoreTest, AnUntrustedRootAndABadUidAreRefused) {

@@ -196,7 +196,11 @@ void match_addresses(GidReport* report, const std::vector<IpAddress>& addresses)
   }
 }
 
-Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string& device,
+namespace {
+
+// Reads the port's table as seen from ns until every address has its RoCE v2 GID or
+// `timeout` has passed (a single look for 0), and returns what it saw.
+Expected<GidReport> look_for_roce_gids(const netns::Netns& ns, const std::string& device,
                                        uint32_t port, const std::vector<IpAddress>& addresses,
                                        std::chrono::milliseconds timeout,
                                        const std::string& sysfs_root) {
@@ -216,13 +220,29 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
   };
   TRY_ASSIGN(std::string text,
              netns::in_netns_sysfs(ns, reader, timeout + std::chrono::seconds(10)));
-  TRY_ASSIGN(GidReport report, GidReport::from_json(parse_json(text)));
+  return GidReport::from_json(parse_json(text));
+}
+
+}  // namespace
+
+Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string& device,
+                                       uint32_t port, const std::vector<IpAddress>& addresses,
+                                       std::chrono::milliseconds timeout,
+                                       const std::string& sysfs_root) {
+  TRY_ASSIGN(GidReport report,
+             look_for_roce_gids(ns, device, port, addresses, timeout, sysfs_root));
   if (!report.complete()) {
     return Error(
         ErrorKind::kGidTimeout,
         "no RoCE v2 GID within " + std::to_string(timeout.count()) + " ms: " + report.summary());
   }
   return report;
+}
+
+Expected<GidReport> read_roce_gids(const netns::Netns& ns, const std::string& device, uint32_t port,
+                                   const std::vector<IpAddress>& addresses,
+                                   const std::string& sysfs_root) {
+  return look_for_roce_gids(ns, device, port, addresses, std::chrono::milliseconds(0), sysfs_root);
 }
 
 }  // namespace rdmanet::rdma

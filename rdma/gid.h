@@ -71,4 +71,10 @@ Expected<GidReport> wait_for_roce_gids(const netns::Netns& ns, const std::string
                                        std::chrono::milliseconds timeout,
                                        const std::string& sysfs_root = "/sys");
 
+// One look at the port's table as seen from netns ns (the same reader as above): an
+// address without a RoCE v2 GID has index -1. The node agent keeps pods' files current by it.
+Expected<GidReport> read_roce_gids(const netns::Netns& ns, const std::string& device, uint32_t port,
+                                   const std::vector<netns::IpAddress>& addresses,
+                                   const std::string& sysfs_root = "/sys");
+
 }  // namespace rdmanet::rdma

@@ -9,7 +9,7 @@
 #
 # The image is two concatenated newc archives (the kernel unpacks them in
 # order, later files win):
-#   base    busybox, iproute2, tcpdump, rdma-core tools + their libraries and
+#   base    busybox, iproute2, tcpdump, rdma-core tools, perftest's ib_write_bw + their libraries and
 #           the decompressed RDMA modules. Cached per kernel in
 #           $CACHE/initramfs/<alias>.cpio, rebuilt only when this script, the
 #           kernel or a host package it copies from changes.
@@ -41,7 +41,7 @@ KVER=$(cat "$KDIR/kver")
 # Host programs the guest gets, at the same paths as on the host.
 BINS="/usr/sbin/ip /usr/bin/rdma /usr/sbin/dcb /usr/sbin/tc /usr/bin/tcpdump
 /usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong /usr/bin/rping
-/usr/bin/strace /usr/sbin/mke2fs"
+/usr/bin/ib_write_bw /usr/bin/strace /usr/sbin/mke2fs"
 # dlopen()ed at run time, so ldd of the programs does not list them:
 # the soft-RoCE provider, and libgcc_s (glibc loads it for pthread_cancel /
 # unwinding; rping aborts without it).
@@ -102,7 +102,7 @@ mkcpio() { # DIR OUT: deterministic newc archive, all files owned by root
 # The key covers everything the base is built from.
 key=$( { cat "$0"; echo "$KVER"; cat "$KDIR/packages";
          dpkg-query -W busybox-static iproute2 tcpdump ibverbs-utils ibverbs-providers \
-             rdmacm-utils libc6 libgcc-s1 libpcap0.8 libnl-3-200 strace e2fsprogs 2>/dev/null; } | sha256sum | cut -c1-16)
+             rdmacm-utils perftest libc6 libgcc-s1 libpcap0.8 libnl-3-200 strace e2fsprogs 2>/dev/null; } | sha256sum | cut -c1-16)
 BASE=$CACHE/initramfs/$ALIAS-$key.cpio
 if [ ! -f "$BASE" ]; then
     t0=$(date +%s.%N)

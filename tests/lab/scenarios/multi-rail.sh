@@ -7,8 +7,13 @@
 # file for each pod lists the four rails in order with each rail's RDMA device and RoCE v2
 # GID index, equal to what the pod itself sees; ibv_rc_pingpong runs on every rail with the
 # device and GID index the env file gives (the IPv6 rail with its IPv6 GID); each rail's
-# traffic leaves by its own interface; DEL of one rail takes its entry out, the last DEL the
-# pod's directory.
+# traffic leaves by its own interface; every rail's roce.tos is the pod's NCCL_IB_TC (and
+# UCX_IB_TRAFFIC_CLASS, in nccl.conf and ucx.conf next to rdma.env), and RDMA writes sent
+# with the file's class (ib_write_bw --tclass, as NCCL applies NCCL_IB_TC) carry it as the
+# IP ToS on the wire; after the pod flaps a rail and adds its address again behind another
+# one, the address's RoCE v2 GID index moves and one node-agent round rewrites the pod's
+# files with the new index, which pingpong then runs with; DEL of one rail takes its entry
+# out, the last DEL the pod's directory.
 set -eu
 . /lab/lib.sh
 export CNI_STATE=/run/rdmanet-state
@@ -23,6 +28,7 @@ rail_net() { # K POD_SIDE -> a rail config: IPv4 rails, one IPv6 rail
     cat <<JSON
 {"cniVersion": "1.1.0", "name": "rail$1", "type": "rdmanet", "device": "$2",
  "softRoce": true, "gidTimeout": 20, "stateDir": "$CNI_STATE", "podInfoDir": "$PODS",
+ "roce": {"tos": 106},
  "logFile": "$CNI_LOG", "logLevel": "info",
  "ipam": {"type": "rdmanet-ipam", "dataDir": "$CNI_IPAM", "ranges": [[$range]]}}
 JSON
@@ -93,6 +99,64 @@ for k in $RAILS; do
     # next to nothing meanwhile.
     check "rail$k-own-interface" own_interface "$k" "$before" "$(rx_counts)"
 done
+
+# One traffic class, from the NADs' roce.tos, for NCCL and UCX, in rdma.env and in the files
+# NCCL_CONF_FILE and UCX_CONFIG_DIR point them at.
+check traffic-class-in-files sh -c "grep -qx NCCL_IB_TC=106 $PODS/uid-a/rdma.env &&
+    grep -qx NCCL_IB_TC=106 $PODS/uid-a/nccl.conf && grep -qx UCX_IB_TRAFFIC_CLASS=106 $PODS/uid-a/ucx.conf &&
+    grep -qx RDMANET_RAIL3_TC=106 $PODS/uid-a/rdma.env && ! grep -q '^UCX_' $PODS/uid-a/nccl.conf &&
+    echo 'NCCL_IB_TC=106 UCX_IB_TRAFFIC_CLASS=106'"
+# Seven IPv4 rails and one IPv6 rail have no address family in common: never a family half
+# the rails lack (NCCL finds no GID of it there), the common index when there is one.
+check no-family-for-mixed-rails sh -c "! grep -q '^NCCL_IB_ADDR_FAMILY=' $PODS/uid-a/rdma.env &&
+    echo \"\$(grep '^NCCL_IB_GID_INDEX=' $PODS/uid-a/rdma.env || echo 'no NCCL_IB_GID_INDEX')\""
+
+# RDMA writes with the file's class: rxe sends non-rdma_cm QPs with traffic class 0 unless
+# told, so tos 0x6a (DSCP 26, ECN 2) on the wire is the file's NCCL_IB_TC.
+tc_a=$(sed -n 's/^NCCL_IB_TC=//p' "$PODS/uid-a/rdma.env")
+dev_a=$(envval a RDMANET_RAIL0_RDMA_DEVICE) gi_a=$(envval a RDMANET_RAIL0_GID_INDEX)
+dev_b=$(envval b RDMANET_RAIL0_RDMA_DEVICE) gi_b=$(envval b RDMANET_RAIL0_GID_INDEX)
+addr_b=$(envval b RDMANET_RAIL0_ADDRESS)
+nsx pod-a timeout 40 tcpdump -Z root -l -n -v -Q out -i net1 -c 20 udp port 4791 > /tmp/tc.log 2>&1 &
+tcpdump_pid=$!
+wait_for 10 grep -q 'listening on' /tmp/tc.log || true
+nsx pod-b timeout 60 ib_write_bw -d "$dev_b" -x "$gi_b" --tclass="${tc_a:-0}" -n 50 -s 4096 > /tmp/bw-server.log 2>&1 &
+bw_srv=$!
+wait_for 30 sh -c "$IP netns exec pod-b cat /proc/net/tcp | awk '\$2 ~ /:4853\$/ && \$4 == \"0A\" { f = 1 } END { exit !f }'" || true
+check write-bw-with-file-class nsx pod-a timeout 60 ib_write_bw -d "$dev_a" -x "$gi_a" --tclass="${tc_a:-0}" -n 50 -s 4096 "$addr_b"
+wait "$bw_srv" || true
+wait "$tcpdump_pid" || true
+tos_of_writes() {
+    n=$(grep -c 'proto UDP' /tmp/tc.log || true)
+    t=$(grep 'proto UDP' /tmp/tc.log | grep -c "tos 0x$(printf %x "$tc_a")" || true)
+    echo "$t of $n RoCE v2 packets from pod-a with tos 0x$(printf %x "$tc_a") (NCCL_IB_TC=$tc_a)"
+    [ -n "$tc_a" ] && [ "$tc_a" -ne 0 ] && [ "$n" -gt 0 ] && [ "$t" -eq "$n" ]
+}
+check traffic-class-on-wire tos_of_writes
+
+# The pod flaps net1 and adds its address again behind another one: the address's RoCE v2
+# GID moves to another index. One node-agent round rewrites the pod's files.
+addr_a=$(envval a RDMANET_RAIL0_ADDRESS)
+old_index=$(envval a RDMANET_RAIL0_GID_INDEX)
+nsx pod-a $IP link set net1 down
+nsx pod-a $IP addr flush dev net1 scope global
+nsx pod-a $IP link set net1 up
+nsx pod-a $IP addr add 10.60.0.250/24 dev net1
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev_a 10.60.0.250)\" ]" || true
+nsx pod-a $IP addr add "$addr_a/24" dev net1
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev_a $addr_a)\" ]" || true
+new_index=$(roce_v2_gid_index pod-a "$dev_a" "$addr_a")
+lab_fact gid_index_moved "$addr_a: $old_index -> ${new_index:-none}"
+check gid-index-moved sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_index' ] && echo '$old_index -> $new_index'"
+check gid-file-stale-before-round sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$old_index' ] && echo 'still $old_index'"
+"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
+    > /tmp/agent.log 2>&1 || true
+check agent-round-rewrites-gid-index sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
+    grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rdma.env: $new_index' || { cat /tmp/agent.log; exit 1; }"
+check pingpong-with-rewritten-index pingpong pod-b "$dev_b" "$gi_b" pod-a "$dev_a" "$(envval a RDMANET_RAIL0_GID_INDEX)" "$addr_b" 20
+"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
+    > /tmp/agent2.log 2>&1 || true
+check second-round-changes-nothing sh -c "! grep -q 'GID index of' /tmp/agent2.log && echo 'no rewrite'"
 
 # DEL of rail 2 (net3) of pod-a: its entry goes, the others stay.
 require del-rail2 cni DEL pod-a /tmp/a2.json net3

@@ -1,0 +1,69 @@
+#include "plugin/gid_refresh.h"
+
+#include "base/json_fields.h"
+#include "plugin/pod_info.h"
+#include "rdma/gid.h"
+#include "rdma/nldev.h"
+
+namespace rdmanet::plugin {
+
+using nlohmann::json;
+
+namespace {
+
+// The addresses ADD found GIDs for: the rail's IPAM addresses.
+std::vector<netns::IpAddress> rail_addresses(const json& gid_report) {
+  std::vector<netns::IpAddress> out;
+  for (const auto& e : gid_report.value("addresses", json::array())) {
+    if (!e.is_object() || !e.contains("address") || !e["address"].is_string()) {
+      continue;
+    }
+    if (auto addr = netns::IpAddress::parse(e["address"].get<std::string>()); addr) {
+      out.push_back(*addr);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<std::optional<GidChange>> refresh_pod_gids(const AttachmentRecord& record,
+                                                    const netns::Netns& pod,
+                                                    const std::string& lock_dir,
+                                                    const std::string& sysfs_root) {
+  const StepRecord* files = record.step(StepKind::kPodInfo);
+  if (record.phase != Phase::kAdded || !record.rdma || record.rdma->device.empty() ||
+      !record.rdma->gids.is_object() || files == nullptr) {
+    return std::optional<GidChange>();
+  }
+  const RdmaReport& rdma = *record.rdma;
+  const std::vector<netns::IpAddress> addresses = rail_addresses(rdma.gids);
+  if (addresses.empty()) {
+    return std::optional<GidChange>();  // InfiniBand, or no address: no RoCE GID to follow
+  }
+  std::string root;
+  std::string uid;
+  Fields f(files->data, "pod-info", ErrorKind::kState);
+  TRY(f.required_string("root", &root).required_string("uid", &uid).status());
+
+  rdma::GidReport now;
+  if (rdma.node_mode == rdma::netns_mode_name(rdma::NetnsMode::kExclusive)) {
+    TRY_ASSIGN(now, rdma::read_roce_gids(pod, rdma.device, rdma.port, addresses, sysfs_root));
+  } else {
+    now.device = rdma.device;
+    now.port = rdma.port;
+    TRY_ASSIGN(now.table, rdma::read_gids(sysfs_root, rdma.device, rdma.port));
+    rdma::match_addresses(&now, addresses);
+  }
+  json fields = gid_fields(now.to_json(), record.ifname);
+  TRY_ASSIGN(
+      auto before,
+      PodInfoStore(root, lock_dir).refresh_gids({uid, record.container_id, record.ifname}, fields));
+  if (!before) {
+    return std::optional<GidChange>();
+  }
+  return std::optional<GidChange>(GidChange{rdma.device + " port " + std::to_string(rdma.port),
+                                            std::move(*before), fields["gidIndex"]});
+}
+
+}  // namespace rdmanet::plugin

@@ -1,0 +1,36 @@
+// Keeping a running pod's RDMA settings right: a RoCE v2 GID index is where the kernel put
+// the GID of an address, and it moves when the pod's link flaps or its addresses are added
+// again in another order (NCCL keeps the index it started with). The node agent looks at
+// each live RoCE rail's GID table every round and rewrites the pod's files when the index
+// of the rail's address moved or went.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "netns/netns.h"
+#include "plugin/record.h"
+
+namespace rdmanet::plugin {
+
+// What refresh_pod_gids changed: the rail's gidIndex before and after ({"ipv4": 3}).
+struct GidChange {
+  std::string device;  // "rxe0 port 1"
+  nlohmann::json before;
+  nlohmann::json after;
+};
+
+// For an added attachment with a RoCE device and pod files: reads the device port's GID
+// table (through the pod netns in exclusive mode, where only the pod sees the device; else
+// from `sysfs_root`, where a shared-mode device shows its whole table), finds the RoCE v2
+// GID of each address ADD gave the rail, and when an index moved or went, rewrites the
+// rail's entry and the pod's files (PodInfoStore::refresh_gids, under the pod's lock in
+// `lock_dir`). std::nullopt when nothing changed or the attachment has nothing to keep.
+// Never touches the record: it keeps what ADD saw.
+Expected<std::optional<GidChange>> refresh_pod_gids(const AttachmentRecord& record,
+                                                    const netns::Netns& pod,
+                                                    const std::string& lock_dir,
+                                                    const std::string& sysfs_root = "/sys");
+
+}  // namespace rdmanet::plugin
