@@ -74,7 +74,7 @@ VARS="NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_
 run() {
   _s=$1
   shift
-  # shellcheck disable=SC2086 # one -u per name
+  # shellcheck disable=SC2046 # one -u per name
   env $(for v in $VARS; do printf -- '-u %s ' "$v"; done) RDMA_ENV_SYSFS="$_s" RDMA_ENV_PROC="$_s/proc" \
     RDMA_ENV_FILE="$t/no-such-file" NETWORK_STATUS_FILE="$_s/network-status" RDMA_ENV_OUT="$_s/out" \
     RDMA_ENV_WAIT=0 "$@" sh "$envsh" sh -c 'env | grep -E "^(NCCL_|UCX_|RDMANET_)" | sort' 2>"$_s/stderr"
@@ -108,7 +108,6 @@ expect "device-info naming an unseen device: the VF's own" "$(val "$(run "$o")" 
 
 # Eight rails, one subnet each, listed out of name order in the annotation: its order rules.
 e="$t/eight"
-entries=""
 for k in 1 2 3 4 5 6 7 8; do
   vf "$e" "net$k" "mlx5_$k" Ethernet
   gid "$e/class/infiniband/mlx5_$k" 3 "0000:0000:0000:0000:0000:ffff:0a3c:$(printf %02x "$k")0a" "RoCE v2"

@@ -48,6 +48,15 @@ set_default() {
   case $1 in '' | *[!A-Z0-9_]*) return 0 ;; esac # only names, never code, reach eval
   eval "[ -n \"\${$1+x}\" ]" || export "$1=$2"
 }
+# Verbs pin registered memory (ibv_reg_mr) up to RLIMIT_MEMLOCK, unless the process has
+# IPC_LOCK (which Pod Security baseline does not allow): say so on every rank when it is low.
+memlock_check() {
+  # shellcheck disable=SC3045 # dash, ash (busybox) and bash all have it; else "unknown"
+  ml=$(ulimit -l 2>/dev/null || echo unknown)
+  [ "$ml" = unlimited ] || echo "rdma-env: warning: RLIMIT_MEMLOCK is $ml kB: registering" \
+    "NCCL's buffers fails without IPC_LOCK; give the container runtime LimitMEMLOCK=infinity" \
+    "(containerd's systemd unit) or default_ulimits memlock=-1:-1 (CRI-O)" >&2
+}
 report() {
   echo "rdma-env: $(hostname 2>/dev/null || true): $1: NCCL_IB_HCA=${NCCL_IB_HCA:-}" \
     "NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX:-} NCCL_IB_ADDR_FAMILY=${NCCL_IB_ADDR_FAMILY:-}" \
@@ -64,6 +73,7 @@ if [ -r "$envfile" ]; then
   [ ! -r "$dir/nccl.conf" ] || set_default NCCL_CONF_FILE "$dir/nccl.conf"
   [ ! -r "$dir/ucx.conf" ] || set_default UCX_CONFIG_DIR "$dir"
   report "from $envfile"
+  memlock_check
   exec "$@"
 fi
 
@@ -188,6 +198,7 @@ gid_of() {
 # v2_gid DEV ADDRESS: "PORT INDEX" of DEV's RoCE v2 GID for ADDRESS; nothing when none.
 v2_gid() {
   want=$(gid_of "$2")
+  # shellcheck disable=SC2013 # file names without spaces (sysfs)
   for g in $(grep -slx "$want" "$sys/class/infiniband/$1"/ports/*/gids/* 2>/dev/null); do
     n=${g##*/}
     port=${g%/gids/*}
@@ -285,7 +296,7 @@ while read -r ifname ips rdev rpci; do
       fi
     done
     # shellcheck disable=SC2086 # words
-    [ -n "$dev" ] || [ "$(echo $cands | wc -w)" -ne 1 ] || dev=$(echo $cands) how="soft-RoCE on $ifname"
+    [ -n "$dev" ] || [ "$(echo $cands | wc -w)" -ne 1 ] || dev=${cands# } how="soft-RoCE on $ifname"
   fi
   if [ -z "$dev" ]; then
     for d in "$sys"/class/infiniband/*; do
@@ -377,4 +388,5 @@ EOF
 set_default NCCL_CONF_FILE "$out/nccl.conf"
 set_default UCX_CONFIG_DIR "$out"
 report "from $statusfile"
+memlock_check
 exec "$@"
