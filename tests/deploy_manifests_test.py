@@ -204,6 +204,119 @@ for s in SCENARIOS:
         check("/etc/rdmanet/rdma-env.sh" in args and not any(a.startswith("NCCL_SOCKET_IFNAME=") for a in args),
               f"{s}: mpirun runs ranks through rdma-env.sh, which sets NCCL_SOCKET_IFNAME from the rails")
 
+# The Pod Security "baseline" workload: SR-IOV rails of the sriov-roce overlay, nothing the
+# baseline profile forbids (checked here field by field, as the admission controller does:
+# https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline), and the
+# facts through a downwardAPI file of the network-status annotation instead of hostPath.
+BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                 "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                "net.ipv4.tcp_keepalive_probes"}
+SELINUX_TYPES = {None, "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+
+
+def baseline_violations(spec, meta):
+    """What the Pod Security baseline profile refuses in one pod template."""
+    v = []
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(f):
+            v.append(f)
+    v += [f"hostPath volume {x['name']}" for x in spec.get("volumes", []) if "hostPath" in x]
+    for s in spec.get("securityContext", {}).get("sysctls", []):
+        if s["name"] not in SAFE_SYSCTLS:
+            v.append(f"sysctl {s['name']}")
+    contexts = [("pod", spec.get("securityContext", {}))]
+    for c in spec.get("containers", []) + spec.get("initContainers", []) + spec.get("ephemeralContainers", []):
+        sc = c.get("securityContext", {})
+        contexts.append((c["name"], sc))
+        if sc.get("privileged"):
+            v.append(f"{c['name']}: privileged")
+        extra = set(sc.get("capabilities", {}).get("add", [])) - BASELINE_CAPS
+        if extra:
+            v.append(f"{c['name']}: capabilities {sorted(extra)}")
+        if sc.get("procMount", "Default") != "Default":
+            v.append(f"{c['name']}: procMount {sc['procMount']}")
+        if sc.get("windowsOptions", {}).get("hostProcess"):
+            v.append(f"{c['name']}: hostProcess")
+        v += [f"{c['name']}: hostPort {p['hostPort']}" for p in c.get("ports", []) if p.get("hostPort")]
+    for who, sc in contexts:
+        if sc.get("seccompProfile", {}).get("type") == "Unconfined":
+            v.append(f"{who}: seccomp Unconfined")
+        if sc.get("appArmorProfile", {}).get("type") == "Unconfined":
+            v.append(f"{who}: AppArmor Unconfined")
+        se = sc.get("seLinuxOptions", {})
+        if se.get("type") not in SELINUX_TYPES or se.get("user") or se.get("role"):
+            v.append(f"{who}: seLinuxOptions {se}")
+    for k, val in meta.get("annotations", {}).items():
+        if k.startswith("container.apparmor.security.beta.kubernetes.io/") and val not in ("runtime/default",) \
+                and not val.startswith("localhost/"):
+            v.append(f"AppArmor annotation {k}: {val}")
+    return v
+
+
+# The checker itself: each rule catches what it is for.
+for bad_spec, what in [({"hostNetwork": True, "containers": []}, "hostNetwork"),
+                       ({"volumes": [{"name": "x", "hostPath": {"path": "/"}}], "containers": []}, "hostPath"),
+                       ({"containers": [{"name": "c", "securityContext": {"privileged": True}}]}, "privileged"),
+                       ({"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}]}, "IPC_LOCK"),
+                       ({"containers": [{"name": "c", "ports": [{"containerPort": 22, "hostPort": 22}]}]}, "hostPort"),
+                       ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}, "containers": []}, "seccomp")]:
+    check(baseline_violations(bad_spec, {}) != [], f"baseline checker refuses {what}")
+
+sriov_nads = {d["metadata"]["name"] for d in build("overlays/sriov-roce") if d["kind"] == "NetworkAttachmentDefinition"}
+bl = build("workloads/baseline-roce")
+bl_ns = [d for d in bl if d["kind"] == "Namespace"]
+check(len(bl_ns) == 1 and bl_ns[0]["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce") == "baseline",
+      "baseline-roce: its namespace enforces Pod Security baseline")
+check(all(d["metadata"].get("namespace") == bl_ns[0]["metadata"]["name"] for d in bl if d["kind"] != "Namespace") if bl_ns else False,
+      "baseline-roce: everything in that namespace")
+bl_jobs = [d for d in bl if d["kind"] == "MPIJob"]
+check(len(bl_jobs) == 1, "baseline-roce: one MPIJob")
+for j in bl_jobs:
+    for role in ("Launcher", "Worker"):
+        t = j["spec"]["mpiReplicaSpecs"][role]["template"]
+        v = baseline_violations(t["spec"], t.get("metadata", {}))
+        check(not v, f"baseline-roce: {role} passes Pod Security baseline: {v or 'yes'}")
+    t = j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    nets = json.loads(t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
+    check(len(nets) == len(sriov_nads) and all(n["name"] in sriov_nads and n.get("namespace") == "default" for n in nets)
+          and [n["interface"] for n in nets] == [f"net{k + 1}" for k in range(len(nets))],
+          f"baseline-roce: worker attaches the sriov-roce rails (default namespace) as net1..net{len(nets)}")
+    c = t["spec"]["containers"][0]
+    check(all(c["resources"]["limits"].get("nvidia.com/" + n["name"].replace("-", "_")) == 1 for n in nets),
+          "baseline-roce: worker requests each rail's VF resource")
+    vols = {x["name"]: x for x in t["spec"].get("volumes", [])}
+    dapi = [x for x in vols.values() if any(
+        i.get("path") == "network-status"
+        and i.get("fieldRef", {}).get("fieldPath") == "metadata.annotations['k8s.v1.cni.cncf.io/network-status']"
+        for i in x.get("downwardAPI", {}).get("items", []))]
+    mounts = [m for m in c.get("volumeMounts", []) if dapi and m["name"] == dapi[0]["name"]]
+    status_file = next((e.get("value") for e in c.get("env", []) if e["name"] == "NETWORK_STATUS_FILE"), "/etc/podinfo/network-status")
+    check(len(mounts) == 1 and mounts[0]["mountPath"] + "/network-status" == status_file,
+          f"baseline-roce: the network-status annotation is a downwardAPI file at {status_file}, where rdma-env.sh reads it")
+    check(not any(m.get("mountPath", "").startswith("/run/rdmanet") for m in c.get("volumeMounts", [])),
+          "baseline-roce: no rdmanet pod directory mount")
+    args = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    check("/etc/rdmanet/rdma-env.sh" in args, "baseline-roce: ranks run through rdma-env.sh")
+
+# No workload hard-codes what rdmanet's files carry; those that mount them point NCCL and UCX
+# at them.
+for s in SCENARIOS:
+    for d in build(f"workloads/{s}"):
+        if d["kind"] == "ConfigMap":
+            continue  # rdma-env.sh itself, which names them
+        text = json.dumps(d)
+        check("NCCL_IB_TC=" not in text and "NCCL_IB_GID_INDEX=" not in text,
+              f"{s}: {d['kind']}/{d['metadata']['name']} sets no NCCL_IB_TC/NCCL_IB_GID_INDEX literal")
+        for t in templates(d):
+            for c in t["spec"]["containers"]:
+                if any(m.get("mountPath") == "/run/rdmanet/pod" for m in c.get("volumeMounts", [])):
+                    env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                    check(env.get("NCCL_CONF_FILE") == "/run/rdmanet/pod/nccl.conf" and env.get("UCX_CONFIG_DIR") == "/run/rdmanet/pod",
+                          f"{s}: {d['metadata']['name']}/{c['name']}: NCCL_CONF_FILE and UCX_CONFIG_DIR name the pod files")
+
 # The monitoring example: it parses, and every metric its alerts use is one the agent
 # exports (names read from plugin/node_agent.cc, where each family is declared once).
 import re
