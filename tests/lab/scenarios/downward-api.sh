@@ -95,7 +95,8 @@ show "what rdma-env.sh exported in pod-a from that file alone:"
 sed 's/^/DEMO|   /' /tmp/env-a
 check script-read-the-annotation grep -q "from /tmp/status-a" /tmp/env-a.err
 
-# The same devices, interfaces, GID indexes and addresses as rdmanet's rdma.env for the pod.
+# The same devices, interfaces, GID indexes, addresses and GID selection as rdmanet's rdma.env
+# for the pod.
 envval() { sed -n "s/^$2=//p" "$1"; }
 same_as_rdmanet() { # SIDE
     _diff=""
@@ -105,6 +106,12 @@ same_as_rdmanet() { # SIDE
         _r=$(envval "$PODS/uid-$1/rdma.env" "$key")
         _s=$(envval "/tmp/env-$1" "$key")
         [ -n "$_r" ] && [ "$_r" = "$_s" ] || _diff="$_diff $key: rdmanet [$_r] script [$_s];"
+    done
+    # How NCCL is told to pick GIDs: the same rule on both sides (a key may be absent on both).
+    for key in NCCL_IB_ADDR_FAMILY NCCL_IB_ADDR_RANGE NCCL_IB_GID_INDEX; do
+        _r=$(envval "$PODS/uid-$1/rdma.env" "$key")
+        _s=$(envval "/tmp/env-$1" "$key")
+        [ "$_r" = "$_s" ] || _diff="$_diff $key: rdmanet [$_r] script [$_s];"
     done
     [ -z "$_diff" ] || { echo "$_diff"; return 1; }
     echo "$(envval "/tmp/env-$1" NCCL_IB_HCA) $(envval "/tmp/env-$1" NCCL_SOCKET_IFNAME), GID indexes $(envval "/tmp/env-$1" RDMANET_RAIL0_GID_INDEX) $(envval "/tmp/env-$1" RDMANET_RAIL1_GID_INDEX)"
