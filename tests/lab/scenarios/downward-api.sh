@@ -12,7 +12,9 @@
 # Establishes: it does not see rdma.env; it selects the same RDMA devices, interfaces, per-rail
 # GID indexes and addresses as rdmanet's own rdma.env for that pod; own devices give
 # NCCL_IB_ADDR_FAMILY and no NCCL_IB_GID_INDEX; NCCL_CONF_FILE names the nccl.conf it wrote;
-# ibv_rc_pingpong on every rail with the device and GID index the script chose.
+# ibv_rc_pingpong on every rail with the device and GID index the script chose; the node
+# agent, reading GID tables through the pods' netns, rewrites nothing while nothing moved and
+# follows a GID index the pod moved within one round.
 # Needs run.sh --add deploy/workloads/common/rdma-env.sh:/opt/rdmanet/rdma-env.sh.
 set -eu
 . /lab/lib.sh
@@ -136,6 +138,32 @@ for k in $RAILS; do
     check "rail$k-pingpong" pingpong pod-a "${dev_a:-none}" "${gi_a:-1}" pod-b "${dev_b:-none}" "${gi_b:-1}" "${addr_a:-0.0.0.0}" 20
     lab_fact "rail${k}_pingpong" "$dev_a/$gi_a <-> $dev_b/$gi_b: $(sed -n 's/.* \([0-9.]*\) usec\/iter.*/\1 usec\/iter/p' /tmp/pp-client.log)"
 done
+
+# The node agent in exclusive mode: the devices are visible only in the pods, so it reads each
+# rail's GID table through the pod's netns. A round with nothing moved rewrites nothing and
+# reports no error; after pod-a flaps net2 and adds its address back behind another one, one
+# round brings rdmanet's files to the index the pod sees.
+agent_round() {
+    "$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" > "$1" 2>&1
+}
+rc=0; agent_round /tmp/agent1.log || rc=$?
+check agent-exclusive-round-clean sh -c "[ $rc -eq 0 ] && ! grep -q 'GID index of' /tmp/agent1.log && echo 'rc 0, nothing rewritten' || { cat /tmp/agent1.log; exit 1; }"
+dev=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_RDMA_DEVICE)
+addr=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_ADDRESS)
+old_index=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_GID_INDEX)
+nsx pod-a $IP link set net2 down
+nsx pod-a $IP addr flush dev net2 scope global
+nsx pod-a $IP link set net2 up
+nsx pod-a $IP addr add 10.61.1.250/24 dev net2
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev 10.61.1.250)\" ]" || true
+nsx pod-a $IP addr add "$addr/24" dev net2
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev $addr)\" ]" || true
+new_index=$(roce_v2_gid_index pod-a "$dev" "$addr")
+lab_fact gid_index_moved "$addr on $dev: $old_index -> ${new_index:-none}"
+rc=0; agent_round /tmp/agent2.log || rc=$?
+check agent-exclusive-round-follows-gid sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_index' ] &&
+    [ \"\$(sed -n 's/^RDMANET_RAIL1_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
+    grep -q 'GID index of pod default/trainer-a' /tmp/agent2.log && echo '$old_index -> $new_index' || { cat /tmp/agent2.log; exit 1; }"
 
 for side in a b; do
     for k in $RAILS; do cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))" > /dev/null || echo "DEL pod-$side rail$k failed"; done
