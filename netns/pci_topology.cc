@@ -5,6 +5,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "netns/data_direct.h"
 #include "netns/sysfs.h"
 
 namespace rdmanet::netns {
@@ -124,6 +125,12 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
     nic.place = std::move(*place);
     nic.rdma_device = dev.filename().string();
     nic.link_layer = attribute(dev / "ports" / "1" / "link_layer");
+    if (const std::string dd = find_data_direct(sysfs_root, nic.place.address); !dd.empty()) {
+      auto dd_place = place_of(devices, root / "bus" / "pci" / "devices" / dd);
+      if (dd_place) {
+        nic.data_direct = std::move(*dd_place);
+      }
+    }
     std::error_code net_ec;
     for (fs::directory_iterator net(dev / "device" / "net", net_ec), net_end;
          !net_ec && net != net_end; net.increment(net_ec)) {
@@ -156,6 +163,34 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
   sort_by_address(&topology.nics);
   sort_by_address(&topology.gpus);
   return topology;
+}
+
+Expected<PciPlace> pci_place(const std::string& sysfs_root, const std::string& pci) {
+  if (!is_pci_address(pci)) {
+    return Error(ErrorKind::kKernel, in_quotes(pci) + " is not a PCI address");
+  }
+  const fs::path root(sysfs_root);
+  std::error_code ec;
+  const fs::path devices = fs::canonical(root / "devices", ec);
+  if (ec) {
+    return Error(ErrorKind::kIo, "resolve " + (root / "devices").string() + ": " + ec.message());
+  }
+  return place_of(devices, root / "bus" / "pci" / "devices" / pci);
+}
+
+RailGpuFacts rail_gpu_facts(const std::string& sysfs_root, const std::string& pci,
+                            const std::string& kernel_release) {
+  RailGpuFacts facts;
+  facts.gpudirect = gpudirect_rdma_readiness(sysfs_root, kernel_release);
+  facts.data_direct_pci = find_data_direct(sysfs_root, pci);
+  auto place = pci_place(sysfs_root, facts.data_direct_pci.empty() ? pci : facts.data_direct_pci);
+  if (!place && !facts.data_direct_pci.empty()) {
+    place = pci_place(sysfs_root, pci);
+  }
+  if (place) {
+    facts.pcie_root = place->root();
+  }
+  return facts;
 }
 
 }  // namespace rdmanet::netns

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -190,6 +191,93 @@ void EightGpuNode::function(const std::string& path, const std::string& vendor,
   if (!fs::exists(root_ + "/bus/pci/devices/" + addr)) {
     fs::create_directory_symlink("../../../devices/" + path, root_ + "/bus/pci/devices/" + addr);
   }
+}
+
+std::string vpd_image(const std::string& product,
+                      const std::vector<std::pair<std::string, std::string>>& keywords) {
+  auto large = [](uint8_t tag, const std::string& data) {
+    std::string out(1, static_cast<char>(tag));
+    out += static_cast<char>(data.size() & 0xff);
+    out += static_cast<char>(data.size() >> 8);
+    return out + data;
+  };
+  std::string ro;
+  for (const auto& [key, value] : keywords) {
+    ro += key + static_cast<char>(value.size()) + value;
+  }
+  ro += "RV" + std::string(1, '\x01') + std::string(1, '\0');  // checksum byte, unchecked
+  return large(0x82, product) + large(0x90, ro) + std::string(1, '\x78');
+}
+
+namespace {
+
+// A PCI function (or bridge) at `path` below <root>/devices, with its bus/pci/devices link.
+void pci_function(const std::string& root, const std::string& path, const std::string& vendor,
+                  const std::string& device, const std::string& cls) {
+  const std::string dir = root + "/devices/" + path;
+  fs::create_directories(dir);
+  std::ofstream(dir + "/vendor") << vendor << "\n";
+  std::ofstream(dir + "/device") << device << "\n";
+  std::ofstream(dir + "/class") << cls << "\n";
+  std::ofstream(dir + "/numa_node") << "0\n";
+  fs::create_directories(root + "/bus/pci/devices");
+  fs::create_directory_symlink("../../../devices/" + path,
+                               root + "/bus/pci/devices/" + fs::path(path).filename().string());
+}
+
+}  // namespace
+
+DataDirectNode::DataDirectNode(std::string root) : root_(std::move(root)) {
+  const std::string rc = "pci0000:00";
+  const std::string drv = root_ + "/bus/pci/drivers/mlx5_ib";
+  fs::create_directories(drv);
+  for (const char* file : {"bind", "unbind", "new_id", "remove_id", "uevent"}) {
+    std::ofstream(drv + "/" + file);
+  }
+  for (int k = 0; k < 2; ++k) {
+    const std::string serial = "MT2450X0000" + std::to_string(k);
+    // NIC k: its physical function right below its own root port.
+    nic_rp_[k] = "0000:00:0" + std::to_string(1 + k) + ".0";
+    nic_[k] = "0000:0" + std::to_string(1 + k) + ":00.0";
+    pci_function(root_, rc + "/" + nic_rp_[k], "0x8086", "0x1bbe", "0x060400");
+    const std::string nic_path = rc + "/" + nic_rp_[k] + "/" + nic_[k];
+    pci_function(root_, nic_path, "0x15b3", "0x1023", "0x020700");
+    std::ofstream(root_ + "/devices/" + nic_path + "/vpd", std::ios::binary)
+        << vpd_image("NVIDIA ConnectX-8 SuperNIC", {{"PN", "900-9X81Q-00CN-ST0"}, {"SN", serial}});
+    fs::create_directories(root_ + "/devices/" + nic_path + "/net/ens" + std::to_string(k) + "np0");
+    const std::string ib = root_ + "/class/infiniband/mlx5_" + std::to_string(k);
+    fs::create_directories(ib + "/ports/1");
+    std::ofstream(ib + "/ports/1/link_layer") << "InfiniBand\n";
+    fs::create_directory_symlink(fs::relative(root_ + "/devices/" + nic_path, ib), ib + "/device");
+  }
+  for (int s = 0; s < 2; ++s) {
+    // Switch s below root port 00:03.0 / 00:04.0: GPU s and card (1 - s)'s Data Direct
+    // function. So card k's GPU-side tree is switch 1 - k, and GPU k sits there too.
+    const int k = 1 - s;
+    const int bus = 0x10 * (s + 1);
+    gpu_rp_[k] = "0000:00:0" + std::to_string(3 + s) + ".0";
+    const std::string up = "0000:" + hex2(bus) + ":00.0";
+    const std::string down_gpu = "0000:" + hex2(bus + 1) + ":00.0";
+    const std::string down_dd = "0000:" + hex2(bus + 1) + ":01.0";
+    gpu_[k] = "0000:" + hex2(bus + 2) + ":00.0";
+    dd_[k] = "0000:" + hex2(bus + 3) + ":00.0";
+    const std::string sw = rc + "/" + gpu_rp_[k] + "/" + up;
+    for (const std::string& bridge :
+         {rc + "/" + gpu_rp_[k], sw, sw + "/" + down_gpu, sw + "/" + down_dd}) {
+      pci_function(root_, bridge, "0x15b3", "0x197b", "0x060400");
+    }
+    pci_function(root_, sw + "/" + down_gpu + "/" + gpu_[k], "0x10de", "0x2901", "0x030200");
+    const std::string dd_path = sw + "/" + down_dd + "/" + dd_[k];
+    pci_function(root_, dd_path, "0x15b3", "0x2100", "0x020000");
+    std::ofstream(root_ + "/devices/" + dd_path + "/vpd", std::ios::binary)
+        << vpd_image("NVIDIA ConnectX-8 Data Direct",
+                     {{"SN", "MT2450X0000" + std::to_string(k)}, {"VU", "VUID-" + dd_[k]}});
+    fs::create_directory_symlink("../../../../devices/" + dd_path, drv + "/" + dd_[k]);
+  }
+}
+
+void DataDirectNode::unbind(int k) const {
+  fs::remove(root_ + "/bus/pci/drivers/mlx5_ib/" + dd_[k]);
 }
 
 }  // namespace rdmanet::netns::testing

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "netns/link.h"
@@ -110,5 +111,33 @@ class EightGpuNode {
   std::string gpu_[8];
   std::string nic_[8];
 };
+
+// A test double: two ConnectX-8 rails laid out as NVIDIA documents for Blackwell with CX8
+// ("GPUDirect RDMA with Data Direct": the Data Direct function sits under a different PCIe
+// tree than the NIC's physical function). On root complex pci0000:00, NIC k's function
+// (mlx5_k, netdev ens<k>np0) hangs from its own root port, while GPU k and a Data Direct
+// function (15b3:2100, bound to mlx5_ib) share a PCIe switch on another root port. Each
+// function has VPD with the card's serial number; the cards are crossed (card k's Data
+// Direct function is below GPU k's switch, whose bus numbers follow the other NIC's), so a
+// pairing by address order would be wrong.
+class DataDirectNode {
+ public:
+  explicit DataDirectNode(std::string root);
+  std::string nic(int k) const { return nic_[k]; }
+  std::string nic_root_port(int k) const { return nic_rp_[k]; }
+  std::string gpu(int k) const { return gpu_[k]; }
+  std::string data_direct(int k) const { return dd_[k]; }
+  std::string gpu_root_port(int k) const { return gpu_rp_[k]; }
+  // Takes the Data Direct function of card k off mlx5_ib (as `unbind` would).
+  void unbind(int k) const;
+
+ private:
+  std::string root_;
+  std::string nic_[2], nic_rp_[2], gpu_[2], dd_[2], gpu_rp_[2];
+};
+
+// PCI Vital Product Data holding a product name and the read-only keywords given.
+std::string vpd_image(const std::string& product,
+                      const std::vector<std::pair<std::string, std::string>>& keywords);
 
 }  // namespace rdmanet::netns::testing

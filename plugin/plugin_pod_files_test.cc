@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "netns/test_util.h"
 #include "plugin/testing/plugin_fixture.h"
 
 namespace rdmanet::plugin::testing {
@@ -174,6 +175,44 @@ TEST_F(PodFiles, ALateDelOfAnEarlierSandboxLeavesTheLiveOnesRails) {
   EXPECT_EQ(doc["rails"][0]["sandbox"], "attempt1");
   EXPECT_EQ(cni("DEL", "attempt1", pod2, config2, "net1", "uid-shared").exit_code, 0);
   EXPECT_FALSE(fs::exists(dir_ + "/pods/uid-shared"));
+}
+
+// A rail on a ConnectX-8 whose Data Direct function shares GPU 0's switch: its entry names
+// that function and its root port (not the NIC function's), and the node's GPUDirect RDMA
+// path; a device without a PCI function gets none of the PCI facts.
+TEST_F(Rdmanet, ARailEntryNamesThePcieRootToAlignTheGpuWith) {
+  auto [a, b] = make_ports();
+  netns::testing::DataDirectNode node(dir_ + "/sys");
+  const fs::path nic = fs::canonical(dir_ + "/sys/bus/pci/devices/" + node.nic(0));
+  fs::remove_all(nic / "net");
+  fs::create_directories(nic / "net" / a);
+  fs::create_directories(dir_ + "/sys/bus/pci/drivers/mlx5_core");
+  fs::create_symlink(fs::relative(dir_ + "/sys/bus/pci/drivers/mlx5_core", nic), nic / "driver");
+  fs::create_directories(dir_ + "/sys/module/nvidia_peermem");
+  json c = conf({{"sysfsRoot", dir_ + "/sys"}, {"runtimeConfig", {{"deviceID", node.nic(0)}}}});
+  std::string pod = make_pod();
+  auto add = cni("ADD", "gpu", pod, c);
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err;
+  std::ifstream in(dir_ + "/pods/uid-gpu/rails.json");
+  json doc = json::parse(in, nullptr, false);
+  ASSERT_TRUE(doc.is_object() && doc["rails"].size() == 1u) << doc.dump();
+  const json& rail = doc["rails"][0];
+  EXPECT_EQ(rail["pciAddress"], node.nic(0)) << rail.dump();
+  EXPECT_EQ(rail["pcieRoot"], node.gpu_root_port(0)) << rail.dump();
+  EXPECT_NE(rail["pcieRoot"], node.nic_root_port(0)) << "the Data Direct function's root";
+  EXPECT_EQ(rail["dataDirectPci"], node.data_direct(0)) << rail.dump();
+  EXPECT_EQ(rail["gpuDirectRdma"], "nvidia-peermem") << rail.dump();
+  ASSERT_EQ(cni("DEL", "gpu", pod, c).exit_code, 0);
+
+  auto plain = cni("ADD", "plain", pod, conf({{"device", b}}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  std::ifstream in2(dir_ + "/pods/uid-plain/rails.json");
+  json doc2 = json::parse(in2, nullptr, false);
+  ASSERT_TRUE(doc2.is_object() && doc2["rails"].size() == 1u) << doc2.dump();
+  for (const char* key : {"pciAddress", "pcieRoot", "dataDirectPci", "gpuDirectRdma"}) {
+    EXPECT_FALSE(doc2["rails"][0].contains(key)) << key << ": " << doc2.dump();
+  }
+  ASSERT_EQ(cni("DEL", "plain", pod, conf({{"device", b}})).exit_code, 0);
 }
 
 }  // namespace

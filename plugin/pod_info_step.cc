@@ -3,8 +3,10 @@
 
 #include "base/files.h"
 #include "base/json_fields.h"
+#include "netns/gpudirect.h"
 #include "netns/ip_address.h"
 #include "netns/link.h"
+#include "netns/pci_topology.h"
 #include "netns/sysfs.h"
 #include "plugin/pod_info.h"
 #include "plugin/steps.h"
@@ -53,6 +55,21 @@ json rdma_entry(Attachment& a) {
   return entry;
 }
 
+// Where the rail's GPU should sit (the PCIe root of its Data Direct function, or of the
+// device itself) and how GPU memory can be registered on this node: direct lookups, no scan
+// of the PCI bus (netns::rail_gpu_facts).
+void add_gpu_facts(const std::string& sysfs_root, const std::string& pci, json* rail) {
+  const netns::RailGpuFacts facts =
+      netns::rail_gpu_facts(sysfs_root, pci, netns::running_kernel_release());
+  if (!facts.pcie_root.empty()) {
+    (*rail)["pcieRoot"] = facts.pcie_root;
+  }
+  if (!facts.data_direct_pci.empty()) {
+    (*rail)["dataDirectPci"] = facts.data_direct_pci;
+  }
+  (*rail)["gpuDirectRdma"] = netns::gpudirect_rdma_name(facts.gpudirect.mode);
+}
+
 }  // namespace
 
 Status write_pod_info(Attachment& a, const cni::Result& ipam) {
@@ -75,6 +92,7 @@ Status write_pod_info(Attachment& a, const cni::Result& ipam) {
     if (auto node = numa_node(a.conf().sysfs_root, a.device().pci); node) {
       rail["numaNode"] = *node;
     }
+    add_gpu_facts(a.conf().sysfs_root, a.device().pci, &rail);
   }
   TRY(a.record(StepKind::kPodInfo, {{"root", root}, {"uid", uid}, {"interface", a.rec().ifname}}));
   return PodInfoStore(root, a.store().root() + "/locks")

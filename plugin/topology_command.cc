@@ -13,12 +13,13 @@ namespace {
 
 constexpr const char* kTopologyUsage = "usage: rdmanet topology [--json] [--sysfs-root DIR]\n";
 
-// The GPUs at the closest relation any GPU has to the NIC (PIX before PXB before PHB ...).
+// The GPUs at the closest relation any GPU has to the NIC's alignment place (PIX before PXB
+// before PHB ...).
 std::vector<std::pair<const netns::Gpu*, PciRelation>> nearest_gpus(
     const netns::RdmaNic& nic, const netns::PciTopology& topology) {
   std::vector<std::pair<const netns::Gpu*, PciRelation>> out;
   for (const auto& gpu : topology.gpus) {
-    out.emplace_back(&gpu, netns::relation_between(nic.place, gpu.place));
+    out.emplace_back(&gpu, netns::relation_between(nic.alignment(), gpu.place));
   }
   if (out.empty()) {
     return out;
@@ -40,13 +41,20 @@ std::string switch_of(const netns::PciPlace& place) {
 std::string root_port_of(const netns::PciPlace& place) {
   return place.bridges.empty() ? "" : place.bridges[0];
 }
+// The PCIe root to align GPUs with, as "<root complex>/<root port>".
+std::string align_with(const netns::PciPlace& place) {
+  return place.bridges.empty() ? place.root_complex
+                               : place.root_complex + "/" + place.bridges.front();
+}
 
 }  // namespace
 
-void print_topology_table(const netns::PciTopology& topology, std::ostream& out) {
+void print_topology_table(const netns::PciTopology& topology,
+                          const netns::GpuDirectReadiness& gpudirect, std::ostream& out) {
   out << std::left << std::setw(14) << "NIC" << std::setw(16) << "NETDEV" << std::setw(10) << "RDMA"
       << std::setw(12) << "LINK" << std::setw(6) << "NUMA" << std::setw(14) << "ROOT PORT"
-      << std::setw(14) << "SWITCH"
+      << std::setw(14) << "SWITCH" << std::setw(14) << "DATA DIRECT" << std::setw(25)
+      << "ALIGN WITH"
       << "NEAREST GPUS\n";
   for (const auto& nic : topology.nics) {
     std::string gpus;
@@ -59,16 +67,21 @@ void print_topology_table(const netns::PciTopology& topology, std::ostream& out)
         << std::setw(6)
         << (nic.place.numa_node >= 0 ? std::to_string(nic.place.numa_node) : std::string("-"))
         << std::setw(14) << or_dash(root_port_of(nic.place)) << std::setw(14)
-        << or_dash(switch_of(nic.place)) << or_dash(gpus) << "\n";
+        << or_dash(switch_of(nic.place)) << std::setw(14)
+        << (nic.data_direct ? nic.data_direct->address : std::string("-")) << std::setw(25)
+        << align_with(nic.alignment()) << or_dash(gpus) << "\n";
   }
   if (topology.gpus.empty()) {
     out << "(no GPUs found)\n";
   }
+  out << "GPUDirect RDMA: " << netns::gpudirect_rdma_name(gpudirect.mode) << " ("
+      << gpudirect.reason << ")\n";
   out << "relations (as nvidia-smi topo names them): PIX one PCIe switch, PXB bridges below one "
          "root port, PHB the root complex, NODE one NUMA node, SYS across sockets\n";
 }
 
-void print_topology_json(const netns::PciTopology& topology, std::ostream& out) {
+void print_topology_json(const netns::PciTopology& topology,
+                         const netns::GpuDirectReadiness& gpudirect, std::ostream& out) {
   auto place_json = [](const netns::PciPlace& p) {
     return json{{"pciAddress", p.address},       {"numaNode", p.numa_node},
                 {"rootComplex", p.root_complex}, {"rootPort", root_port_of(p)},
@@ -80,11 +93,17 @@ void print_topology_json(const netns::PciTopology& topology, std::ostream& out) 
     entry["rdmaDevice"] = nic.rdma_device;
     entry["netdev"] = nic.netdev;
     entry["linkLayer"] = nic.link_layer;
+    entry["dataDirect"] = nic.data_direct ? place_json(*nic.data_direct) : json(nullptr);
+    const netns::PciPlace& align = nic.alignment();
+    entry["alignment"] = {{"pciAddress", align.address},
+                          {"rootComplex", align.root_complex},
+                          {"rootPort", root_port_of(align)},
+                          {"pcieRoot", align.root()}};
     json gpus = json::array();
     for (const auto& gpu : topology.gpus) {
       gpus.push_back(
           {{"pciAddress", gpu.place.address},
-           {"relation", netns::relation_name(netns::relation_between(nic.place, gpu.place))}});
+           {"relation", netns::relation_name(netns::relation_between(align, gpu.place))}});
     }
     entry["gpus"] = gpus;
     doc["nics"].push_back(entry);
@@ -94,6 +113,8 @@ void print_topology_json(const netns::PciTopology& topology, std::ostream& out) 
     entry["vendor"] = gpu.vendor;
     doc["gpus"].push_back(entry);
   }
+  doc["gpudirectRdma"] = {{"mode", netns::gpudirect_rdma_name(gpudirect.mode)},
+                          {"reason", gpudirect.reason}};
   out << doc.dump(2) << "\n";
 }
 
@@ -115,10 +136,12 @@ int topology_main(const std::vector<std::string>& args, std::ostream& out, std::
     err << "rdmanet: " << topology.error().msg() << "\n";
     return 1;
   }
+  const netns::GpuDirectReadiness gpudirect =
+      netns::gpudirect_rdma_readiness(sysfs_root, netns::running_kernel_release());
   if (as_json) {
-    print_topology_json(*topology, out);
+    print_topology_json(*topology, gpudirect, out);
   } else {
-    print_topology_table(*topology, out);
+    print_topology_table(*topology, gpudirect, out);
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -54,6 +55,56 @@ TEST_F(TopologyCommand, EachNicIsListedWithTheGpuBelowItsSwitch) {
   EXPECT_EQ(nic3["gpus"][3]["relation"], "PIX");
   EXPECT_EQ(nic3["gpus"][0]["relation"], "PHB");
   EXPECT_EQ(nic3["gpus"][4]["relation"], "SYS");
+}
+
+// A ConnectX-8 with its Data Direct function under another root port than its NIC
+// function: the table and the JSON name that function, align with its root and find the
+// GPU below its switch; the node's GPUDirect RDMA readiness closes the table.
+TEST(TopologyCommandDataDirect, NicsAlignWithTheirDataDirectFunctionsRoot) {
+  testutil::TempDir tmp("rdmanet-topology-cmd");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string sys = tmp.path() + "/sys";
+  netns::testing::DataDirectNode node(sys);
+  std::filesystem::create_directories(sys + "/module/nvidia_peermem");
+  std::ostringstream out;
+  std::ostringstream err;
+  ASSERT_EQ(topology_main({"--sysfs-root", sys}, out, err), 0) << err.str();
+  const std::string table = out.str();
+  for (int k = 0; k < 2; ++k) {
+    std::string line = table.substr(table.find(node.nic(k)));
+    line = line.substr(0, line.find('\n'));
+    EXPECT_NE(line.find(node.data_direct(k)), std::string::npos) << line;
+    EXPECT_NE(line.find("pci0000:00/" + node.gpu_root_port(k)), std::string::npos) << line;
+    EXPECT_NE(line.find(node.gpu(k) + " (PIX)"), std::string::npos) << line;
+    EXPECT_EQ(line.find("(PHB)"), std::string::npos) << "not from the NIC function: " << line;
+  }
+  EXPECT_NE(table.find("GPUDirect RDMA: nvidia-peermem ("), std::string::npos) << table;
+
+  out.str("");
+  ASSERT_EQ(topology_main({"--json", "--sysfs-root", sys}, out, err), 0) << err.str();
+  json doc = json::parse(out.str());
+  const json& nic0 = doc["nics"][0];
+  EXPECT_EQ(nic0["pciAddress"], node.nic(0));
+  EXPECT_EQ(nic0["rootPort"], node.nic_root_port(0));
+  EXPECT_EQ(nic0["dataDirect"]["pciAddress"], node.data_direct(0));
+  EXPECT_EQ(nic0["alignment"]["pciAddress"], node.data_direct(0));
+  EXPECT_EQ(nic0["alignment"]["rootComplex"], "pci0000:00");
+  EXPECT_EQ(nic0["alignment"]["rootPort"], node.gpu_root_port(0));
+  EXPECT_EQ(nic0["alignment"]["pcieRoot"], node.gpu_root_port(0));
+  for (const json& gpu : nic0["gpus"]) {
+    EXPECT_EQ(gpu["relation"], gpu["pciAddress"] == node.gpu(0) ? "PIX" : "PHB") << gpu.dump();
+  }
+  EXPECT_EQ(doc["gpudirectRdma"]["mode"], "nvidia-peermem");
+  EXPECT_FALSE(doc["gpudirectRdma"]["reason"].get<std::string>().empty());
+}
+
+TEST_F(TopologyCommand, NicsWithoutDataDirectSayNone) {
+  ASSERT_EQ(run({"--json", "--sysfs-root", tmp_.path() + "/sys"}), 0) << err_.str();
+  json doc = json::parse(out_.str());
+  EXPECT_TRUE(doc["nics"][2]["dataDirect"].is_null());
+  EXPECT_EQ(doc["nics"][2]["alignment"]["pciAddress"], node_.nic(2));
+  EXPECT_EQ(doc["nics"][2]["alignment"]["pcieRoot"], "0000:00:03.0");
+  EXPECT_EQ(doc["gpudirectRdma"]["mode"], "none") << "no NVIDIA module in the fake tree";
 }
 
 TEST_F(TopologyCommand, BadArgumentsAreAUsageError) {

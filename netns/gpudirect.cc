@@ -1,0 +1,98 @@
+#include "netns/gpudirect.h"
+
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "base/files.h"
+
+namespace rdmanet::netns {
+namespace {
+
+// The first kernel with RDMA memory regions on DMA-BUF (ib_umem_dmabuf, ibv_reg_dmabuf_mr).
+constexpr int kDmaBufKernel[2] = {5, 12};
+// The first NVIDIA driver branch with DMA-BUF for CUDA memory (R515, also the first
+// release of the open kernel modules).
+constexpr int kDmaBufDriver = 515;
+
+std::string module_attribute(const std::string& path) {
+  auto text = read_file(path, 256);
+  if (!text || !*text) {
+    return "";
+  }
+  std::string value = std::move(**text);
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) {
+    value.pop_back();
+  }
+  return value;
+}
+
+// The leading "major.minor" of a release or version string; false when there is none.
+bool leading_numbers(const std::string& text, int* major, int* minor) {
+  return std::sscanf(text.c_str(), "%d.%d", major, minor) == 2;
+}
+
+}  // namespace
+
+const char* gpudirect_rdma_name(GpuDirectRdma mode) {
+  switch (mode) {
+    case GpuDirectRdma::kNvidiaPeermem:
+      return "nvidia-peermem";
+    case GpuDirectRdma::kDmaBuf:
+      return "dma-buf";
+    case GpuDirectRdma::kNone:
+      return "none";
+  }
+  return "none";
+}
+
+GpuDirectReadiness gpudirect_rdma_readiness(const std::string& sysfs_root,
+                                            const std::string& kernel_release) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string modules = sysfs_root + "/module";
+  if (fs::exists(modules + "/nvidia_peermem", ec)) {
+    return {GpuDirectRdma::kNvidiaPeermem,
+            "nvidia_peermem is loaded (" + modules + "/nvidia_peermem)"};
+  }
+  if (!fs::exists(modules + "/nvidia", ec)) {
+    return {GpuDirectRdma::kNone,
+            "the NVIDIA kernel module is not loaded (no " + modules + "/nvidia)"};
+  }
+  int major = 0;
+  int minor = 0;
+  if (!leading_numbers(kernel_release, &major, &minor)) {
+    return {GpuDirectRdma::kNone, "kernel release \"" + kernel_release + "\" not understood"};
+  }
+  if (major < kDmaBufKernel[0] || (major == kDmaBufKernel[0] && minor < kDmaBufKernel[1])) {
+    return {GpuDirectRdma::kNone, "kernel " + kernel_release +
+                                      " predates RDMA DMA-BUF (5.12) and nvidia_peermem is "
+                                      "not loaded"};
+  }
+  const std::string taint = module_attribute(modules + "/nvidia/taint");
+  if (taint.find('P') != std::string::npos) {
+    return {GpuDirectRdma::kNone,
+            "the NVIDIA kernel module is the proprietary flavour (taint " + taint +
+                "): DMA-BUF needs the open one, and nvidia_peermem is not loaded"};
+  }
+  const std::string version = module_attribute(modules + "/nvidia/version");
+  int driver = 0;
+  int driver_minor = 0;
+  if (!leading_numbers(version, &driver, &driver_minor)) {
+    return {GpuDirectRdma::kNone,
+            "the NVIDIA kernel module's version (" + modules + "/nvidia/version) is unreadable"};
+  }
+  if (driver < kDmaBufDriver) {
+    return {GpuDirectRdma::kNone, "NVIDIA driver " + version + " predates DMA-BUF (515)"};
+  }
+  return {GpuDirectRdma::kDmaBuf,
+          "kernel " + kernel_release + " and the open NVIDIA kernel module " + version};
+}
+
+std::string running_kernel_release() {
+  struct utsname name {};
+  return ::uname(&name) == 0 ? std::string(name.release) : std::string();
+}
+
+}  // namespace rdmanet::netns
