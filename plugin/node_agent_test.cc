@@ -159,6 +159,10 @@ TEST(NodeAgent, MetricsFollowTheTextFormat) {
                       "rdmanet_reconcile_rounds_total 2\n"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("# TYPE rdmanet_gid_index_changes_total counter\n"
+                      "rdmanet_gid_index_changes_total 0\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("rdmanet_orphan_teardowns_total{reason=\"netns-gone\"} 0\n"),
             std::string::npos);
   // Every sample line belongs to the family announced before it.
