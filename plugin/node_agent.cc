@@ -421,6 +421,12 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
 void NodeAgent::refresh_gids(const AttachmentRecord& record, const netns::Netns& pod,
                              const std::string& state_dir, RoundReport& report) {
   auto change = refresh_pod_gids(record, pod, state_dir + "/locks");
+  if (!change && change.error().kind() == ErrorKind::kDeviceNotFound) {
+    // Its DEL is under way, or (exclusive mode) the pod renamed or removed its own device:
+    // nothing of the node's is wrong, and the pod's files are the pod's.
+    spdlog::debug("node-agent: GID table of {}: {}", record.holder(), change.error().msg());
+    return;
+  }
   if (!change) {
     ++report.errors["gid-refresh"];
     report.messages.push_back("GID index of " + record.id().str() + ": " + change.error().msg());
