@@ -71,7 +71,7 @@ wrapper="$dir/qemu-aarch64-wrapper"
 printf '#!/bin/sh\nexec %s -L /usr/aarch64-linux-gnu "$@"\n' "$(command -v qemu-aarch64-static)" >"$wrapper"
 chmod 755 "$wrapper"
 # Suites that create network namespaces or take nsfs handles (see above).
-netns_suites="ResolveDevice.*:GidWaitTest.*:Attachment.*:*Netns*"
+netns_suites="ResolveDevice.*:GidWaitTest.*:GidRefreshTest.*:Attachment.*:*Netns*"
 unshare -m sh -eu -c '
   dir=$1 netns_suites=$2 wrapper=$3
   mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
