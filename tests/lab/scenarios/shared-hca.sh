@@ -12,7 +12,8 @@
 # device-wide: set when the device has the kernel's default, the same value again is fine,
 # another one is refused (102) instead of overwriting it. Then softRoce in macvlan mode (the
 # shipped soft-roce overlay): each pod its own rxe on its macvlan child, pingpong, DEL
-# removes it.
+# removes it. A pod with its files on the shared device gets NCCL_IB_GID_INDEX, and one node
+# agent round follows its GID index when the pod's address comes back at another one.
 set -eu
 . /lab/lib.sh
 
@@ -99,6 +100,34 @@ isolation_refused() {
     echo "105: $(json_str msg /tmp/res-p6.json)"
 }
 check required-isolation-refused-105 isolation_refused
+
+# A pod with its files (K8S_POD_UID) on the shared device: the other pods' GIDs share the
+# table, so its rdma.env names the index (NCCL_IB_GID_INDEX), not a family. When its
+# address comes back behind another one, the index moves; one node-agent round (reading the
+# shared device's table in the host's sysfs) rewrites the pod's files.
+$IP netns add p9
+shared_conf hca0 > /tmp/p9.json
+POD_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=shared-9;K8S_POD_UID=uid-9"
+require add-p9-with-files sh -c ". /lab/lib.sh; POD_ARGS='$POD_ARGS' cni ADD p9 /tmp/p9.json > /tmp/res-p9.json"
+POD_ARGS=""
+env9() { sed -n "s/^$1=//p" /run/rdmanet/pods/uid-9/rdma.env; }
+before9=$(env9 NCCL_IB_GID_INDEX)
+check shared-device-files-name-the-index sh -c "[ -n '$before9' ] && [ '$before9' = \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 $(addr p9))\" ] &&
+    ! grep -q '^NCCL_IB_ADDR_FAMILY=' /run/rdmanet/pods/uid-9/rdma.env && echo 'NCCL_IB_GID_INDEX=$before9'"
+nsx p9 $IP addr flush dev net1 scope global
+nsx p9 $IP addr add 10.70.0.250/24 dev net1
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 10.70.0.250)\" ]" || true
+nsx p9 $IP addr add "$(addr p9)/24" dev net1
+wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 $(addr p9))\" ]" || true
+after9=$(roce_v2_gid_index p9 rxe_hca0 "$(addr p9)")
+lab_fact shared_gid_index_moved "$(addr p9): $before9 -> ${after9:-none}"
+"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
+    > /tmp/agent9.log 2>&1 || true
+check agent-round-rewrites-shared-index sh -c "[ -n '$after9' ] && [ '$after9' != '$before9' ] &&
+    [ \"\$(sed -n 's/^NCCL_IB_GID_INDEX=//p' /run/rdmanet/pods/uid-9/rdma.env)\" = '$after9' ] &&
+    grep -q 'GID index of pod default/shared-9' /tmp/agent9.log && echo '$before9 -> $after9' || { cat /tmp/agent9.log; exit 1; }"
+require del-p9 cni DEL p9 /tmp/p9.json
+check p9-files-gone sh -c "[ ! -e /run/rdmanet/pods/uid-9 ] && echo gone"
 
 # DEL of p2: its GID goes, p1's stay.
 gids_with() { nsx p1 ibv_devinfo -v -d rxe_hca0 | grep -c "$1," || true; }
