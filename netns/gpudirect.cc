@@ -47,47 +47,60 @@ const char* gpudirect_rdma_name(GpuDirectRdma mode) {
   return "none";
 }
 
-GpuDirectReadiness gpudirect_rdma_readiness(const std::string& sysfs_root,
-                                            const std::string& kernel_release) {
-  namespace fs = std::filesystem;
+namespace {
+
+// Whether the node offers DMA-BUF for GPU memory: empty when it does, else what is missing.
+std::string dma_buf_missing(const std::string& modules, const std::string& kernel_release) {
   std::error_code ec;
-  const std::string modules = sysfs_root + "/module";
-  if (fs::exists(modules + "/nvidia_peermem", ec)) {
-    return {GpuDirectRdma::kNvidiaPeermem,
-            "nvidia_peermem is loaded (" + modules + "/nvidia_peermem)"};
-  }
-  if (!fs::exists(modules + "/nvidia", ec)) {
-    return {GpuDirectRdma::kNone,
-            "the NVIDIA kernel module is not loaded (no " + modules + "/nvidia)"};
+  if (!std::filesystem::exists(modules + "/nvidia", ec)) {
+    return "the NVIDIA kernel module is not loaded (no " + modules + "/nvidia)";
   }
   int major = 0;
   int minor = 0;
   if (!leading_numbers(kernel_release, &major, &minor)) {
-    return {GpuDirectRdma::kNone, "kernel release \"" + kernel_release + "\" not understood"};
+    return "kernel release \"" + kernel_release + "\" not understood";
   }
   if (major < kDmaBufKernel[0] || (major == kDmaBufKernel[0] && minor < kDmaBufKernel[1])) {
-    return {GpuDirectRdma::kNone, "kernel " + kernel_release +
-                                      " predates RDMA DMA-BUF (5.12) and nvidia_peermem is "
-                                      "not loaded"};
+    return "kernel " + kernel_release + " predates RDMA DMA-BUF (5.12)";
   }
   const std::string taint = module_attribute(modules + "/nvidia/taint");
   if (taint.find('P') != std::string::npos) {
-    return {GpuDirectRdma::kNone,
-            "the NVIDIA kernel module is the proprietary flavour (taint " + taint +
-                "): DMA-BUF needs the open one, and nvidia_peermem is not loaded"};
+    return "the NVIDIA kernel module is the proprietary flavour (taint " + taint +
+           "): DMA-BUF needs the open one";
   }
   const std::string version = module_attribute(modules + "/nvidia/version");
   int driver = 0;
   int driver_minor = 0;
   if (!leading_numbers(version, &driver, &driver_minor)) {
-    return {GpuDirectRdma::kNone,
-            "the NVIDIA kernel module's version (" + modules + "/nvidia/version) is unreadable"};
+    return "the NVIDIA kernel module's version (" + modules + "/nvidia/version) is unreadable";
   }
   if (driver < kDmaBufDriver) {
-    return {GpuDirectRdma::kNone, "NVIDIA driver " + version + " predates DMA-BUF (515)"};
+    return "NVIDIA driver " + version + " predates DMA-BUF (515)";
   }
-  return {GpuDirectRdma::kDmaBuf,
-          "kernel " + kernel_release + " and the open NVIDIA kernel module " + version};
+  return "";
+}
+
+}  // namespace
+
+GpuDirectReadiness gpudirect_rdma_readiness(const std::string& sysfs_root,
+                                            const std::string& kernel_release) {
+  const std::string modules = sysfs_root + "/module";
+  std::error_code ec;
+  const bool peermem = std::filesystem::exists(modules + "/nvidia_peermem", ec);
+  // DMA-BUF first: NCCL registers GPU memory through it whenever the node offers it, and
+  // through nvidia-peermem only otherwise.
+  const std::string missing = dma_buf_missing(modules, kernel_release);
+  if (missing.empty()) {
+    return {GpuDirectRdma::kDmaBuf, "kernel " + kernel_release +
+                                        " and the open NVIDIA kernel module " +
+                                        module_attribute(modules + "/nvidia/version") +
+                                        (peermem ? " (nvidia_peermem is loaded too)" : "")};
+  }
+  if (peermem) {
+    return {GpuDirectRdma::kNvidiaPeermem,
+            "nvidia_peermem is loaded (" + modules + "/nvidia_peermem); no DMA-BUF: " + missing};
+  }
+  return {GpuDirectRdma::kNone, missing + ", and nvidia_peermem is not loaded"};
 }
 
 std::string running_kernel_release() {

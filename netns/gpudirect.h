@@ -16,14 +16,14 @@ struct GpuDirectReadiness {
   std::string reason;  // what was seen, in a sentence an operator can act on
 };
 
-// From <sysfs_root>/module and the kernel release (uname -r), in this order:
-//   nvidia-peermem  module/nvidia_peermem exists (the module is loaded);
+// From <sysfs_root>/module and the kernel release (uname -r), in the order NCCL uses them:
 //   dma-buf         module/nvidia is loaded as the open flavour (module/nvidia/taint has no
 //                   'P': the open modules are MIT/GPL, the proprietary ones taint the kernel
 //                   with P; DMA-BUF for CUDA memory works only with the open flavour), its
 //                   version (module/nvidia/version) is 515 or later, and the kernel is 5.12
 //                   or later (RDMA memory registration from a DMA-BUF, ib_umem_dmabuf);
-//   none            otherwise, with the first missing piece as the reason.
+//   nvidia-peermem  otherwise, when module/nvidia_peermem exists (the module is loaded);
+//   none            otherwise, with what DMA-BUF lacks as the reason.
 GpuDirectReadiness gpudirect_rdma_readiness(const std::string& sysfs_root,
                                             const std::string& kernel_release);
 

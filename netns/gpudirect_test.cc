@@ -40,6 +40,16 @@ TEST_F(GpuDirect, PeermemLoadedIsReadyOnAnyKernel) {
   auto r = at("5.4.0-150-generic");
   EXPECT_STREQ(gpudirect_rdma_name(r.mode), "nvidia-peermem") << r.reason;
   EXPECT_NE(r.reason.find("nvidia_peermem"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("5.12"), std::string::npos) << "says why not DMA-BUF: " << r.reason;
+}
+
+// Both paths: NCCL takes DMA-BUF when the node offers it, so that is what the node uses.
+TEST_F(GpuDirect, DmaBufWinsWhenBothAreThere) {
+  nvidia("OE", "570.124.06");
+  peermem();
+  auto r = at("6.8.0-52-generic");
+  EXPECT_EQ(r.mode, GpuDirectRdma::kDmaBuf) << r.reason;
+  EXPECT_NE(r.reason.find("nvidia_peermem is loaded too"), std::string::npos) << r.reason;
 }
 
 TEST_F(GpuDirect, TheOpenModuleOnANewKernelOffersDmaBuf) {
