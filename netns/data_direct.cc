@@ -15,19 +15,6 @@ constexpr uint8_t kVpdReadOnly = 0x10;  // large resource 0x90: VPD-R
 constexpr uint8_t kVpdEnd = 0x0f;       // small resource 0x78: end tag
 constexpr size_t kVpdMaxSize = 32 << 10;
 
-// A sysfs attribute's content without trailing newlines and padding; empty when unreadable.
-std::string dd_attribute(const std::string& path, size_t max_size = 64) {
-  auto text = read_file(path, max_size);
-  if (!text || !*text) {
-    return "";
-  }
-  std::string value = std::move(**text);
-  while (!value.empty() && (value.back() == '\n' || value.back() == ' ' || value.back() == '\0')) {
-    value.pop_back();
-  }
-  return value;
-}
-
 // The function that carries the card's VPD: a VF's PF, or the function itself.
 std::string card_function(const std::string& sysfs_root, const std::string& pci) {
   std::error_code ec;
@@ -37,7 +24,7 @@ std::string card_function(const std::string& sysfs_root, const std::string& pci)
 }
 
 std::string serial_of(const std::string& sysfs_root, const std::string& pci) {
-  return vpd_keyword(dd_attribute(sysfs_root + "/bus/pci/devices/" + pci + "/vpd", kVpdMaxSize),
+  return vpd_keyword(read_attribute(sysfs_root + "/bus/pci/devices/" + pci + "/vpd", kVpdMaxSize),
                      "SN");
 }
 
@@ -99,8 +86,8 @@ std::string find_data_direct(const std::string& sysfs_root, const std::string& p
       continue;  // bind, unbind, new_id, module, uevent ...
     }
     const std::string dir = sysfs_root + "/bus/pci/devices/" + dd;
-    if (dd_attribute(dir + "/vendor") != kDataDirectVendor ||
-        dd_attribute(dir + "/device") != kDataDirectDevice) {
+    if (read_attribute(dir + "/vendor", 64) != kDataDirectVendor ||
+        read_attribute(dir + "/device", 64) != kDataDirectDevice) {
       continue;
     }
     if (serial.empty()) {

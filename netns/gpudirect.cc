@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "base/files.h"
+#include "netns/sysfs.h"
 
 namespace rdmanet::netns {
 namespace {
@@ -16,18 +16,6 @@ constexpr int kDmaBufKernel[2] = {5, 12};
 // release of the open kernel modules).
 constexpr int kDmaBufDriver = 515;
 
-std::string module_attribute(const std::string& path) {
-  auto text = read_file(path, 256);
-  if (!text || !*text) {
-    return "";
-  }
-  std::string value = std::move(**text);
-  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) {
-    value.pop_back();
-  }
-  return value;
-}
-
 // The leading "major.minor" of a release or version string; false when there is none.
 bool leading_numbers(const std::string& text, int* major, int* minor) {
   return std::sscanf(text.c_str(), "%d.%d", major, minor) == 2;
@@ -36,21 +24,16 @@ bool leading_numbers(const std::string& text, int* major, int* minor) {
 }  // namespace
 
 const char* gpudirect_rdma_name(GpuDirectRdma mode) {
-  switch (mode) {
-    case GpuDirectRdma::kNvidiaPeermem:
-      return "nvidia-peermem";
-    case GpuDirectRdma::kDmaBuf:
-      return "dma-buf";
-    case GpuDirectRdma::kNone:
-      return "none";
-  }
-  return "none";
+  // The table's names are string literals, so the view's data() ends in a NUL.
+  return name_of(kGpuDirectRdmaNames, mode).data();
 }
 
 namespace {
 
-// Whether the node offers DMA-BUF for GPU memory: empty when it does, else what is missing.
-std::string dma_buf_missing(const std::string& modules, const std::string& kernel_release) {
+// Whether the node offers DMA-BUF for GPU memory: empty when it does (with the NVIDIA
+// module's version in *driver_version), else what is missing.
+std::string dma_buf_missing(const std::string& modules, const std::string& kernel_release,
+                            std::string* driver_version) {
   std::error_code ec;
   if (!std::filesystem::exists(modules + "/nvidia", ec)) {
     return "the NVIDIA kernel module is not loaded (no " + modules + "/nvidia)";
@@ -63,12 +46,12 @@ std::string dma_buf_missing(const std::string& modules, const std::string& kerne
   if (major < kDmaBufKernel[0] || (major == kDmaBufKernel[0] && minor < kDmaBufKernel[1])) {
     return "kernel " + kernel_release + " predates RDMA DMA-BUF (5.12)";
   }
-  const std::string taint = module_attribute(modules + "/nvidia/taint");
+  const std::string taint = read_attribute(modules + "/nvidia/taint");
   if (taint.find('P') != std::string::npos) {
     return "the NVIDIA kernel module is the proprietary flavour (taint " + taint +
            "): DMA-BUF needs the open one";
   }
-  const std::string version = module_attribute(modules + "/nvidia/version");
+  const std::string version = read_attribute(modules + "/nvidia/version");
   int driver = 0;
   int driver_minor = 0;
   if (!leading_numbers(version, &driver, &driver_minor)) {
@@ -77,6 +60,7 @@ std::string dma_buf_missing(const std::string& modules, const std::string& kerne
   if (driver < kDmaBufDriver) {
     return "NVIDIA driver " + version + " predates DMA-BUF (515)";
   }
+  *driver_version = version;
   return "";
 }
 
@@ -89,11 +73,11 @@ GpuDirectReadiness gpudirect_rdma_readiness(const std::string& sysfs_root,
   const bool peermem = std::filesystem::exists(modules + "/nvidia_peermem", ec);
   // DMA-BUF first: NCCL registers GPU memory through it whenever the node offers it, and
   // through nvidia-peermem only otherwise.
-  const std::string missing = dma_buf_missing(modules, kernel_release);
+  std::string driver_version;
+  const std::string missing = dma_buf_missing(modules, kernel_release, &driver_version);
   if (missing.empty()) {
     return {GpuDirectRdma::kDmaBuf, "kernel " + kernel_release +
-                                        " and the open NVIDIA kernel module " +
-                                        module_attribute(modules + "/nvidia/version") +
+                                        " and the open NVIDIA kernel module " + driver_version +
                                         (peermem ? " (nvidia_peermem is loaded too)" : "")};
   }
   if (peermem) {

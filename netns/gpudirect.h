@@ -5,9 +5,15 @@
 
 #include <string>
 
+#include "base/names.h"
+
 namespace rdmanet::netns {
 
 enum class GpuDirectRdma { kNvidiaPeermem, kDmaBuf, kNone };
+inline constexpr Name<GpuDirectRdma> kGpuDirectRdmaNames[] = {
+    {GpuDirectRdma::kNvidiaPeermem, "nvidia-peermem"},
+    {GpuDirectRdma::kDmaBuf, "dma-buf"},
+    {GpuDirectRdma::kNone, "none"}};
 // "nvidia-peermem", "dma-buf", "none": the pod files' and `rdmanet topology`'s words.
 const char* gpudirect_rdma_name(GpuDirectRdma mode);
 

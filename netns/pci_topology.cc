@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 #include "netns/data_direct.h"
@@ -12,16 +11,8 @@ namespace rdmanet::netns {
 namespace fs = std::filesystem;
 namespace {
 
-// A sysfs attribute's first line, without the newline; empty when it cannot be read.
-std::string attribute(const fs::path& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 int numa_node_of(const fs::path& dev) {
-  std::string text = attribute(dev / "numa_node");
+  std::string text = read_attribute(dev / "numa_node");
   try {
     return text.empty() ? -1 : std::stoi(text);
   } catch (const std::exception&) {
@@ -124,7 +115,7 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
     RdmaNic nic;
     nic.place = std::move(*place);
     nic.rdma_device = dev.filename().string();
-    nic.link_layer = attribute(dev / "ports" / "1" / "link_layer");
+    nic.link_layer = read_attribute(dev / "ports" / "1" / "link_layer");
     if (const std::string dd = find_data_direct(sysfs_root, nic.place.address); !dd.empty()) {
       auto dd_place = place_of(devices, root / "bus" / "pci" / "devices" / dd);
       if (dd_place) {
@@ -146,8 +137,8 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
   ec.clear();
   for (fs::directory_iterator it(root / "bus" / "pci" / "devices", ec), end; !ec && it != end;
        it.increment(ec)) {
-    const std::string vendor = attribute(it->path() / "vendor");
-    if (!is_gpu(vendor, attribute(it->path() / "class"))) {
+    const std::string vendor = read_attribute(it->path() / "vendor");
+    if (!is_gpu(vendor, read_attribute(it->path() / "class"))) {
       continue;
     }
     auto place = place_of(devices, it->path());

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "base/fd.h"
+#include "base/files.h"
 
 namespace rdmanet::netns {
 namespace fs = std::filesystem;
@@ -87,6 +88,18 @@ Expected<std::vector<std::string>> rdma_devices_under(const fs::path& dir,
 }
 
 }  // namespace
+
+std::string read_attribute(const std::string& path, size_t max_size) {
+  auto text = read_file(path, max_size);
+  if (!text || !*text) {
+    return "";
+  }
+  std::string value = std::move(**text);
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' ' || value.back() == '\0')) {
+    value.pop_back();
+  }
+  return value;
+}
 
 bool is_pci_address(std::string_view text) {
   // domain:bus:device.function

@@ -15,6 +15,10 @@ namespace rdmanet::netns {
 // "0000:3b:00.2": hex domain (4 to 8 digits), bus, device (00-1f) and function (0-7).
 bool is_pci_address(std::string_view text);
 
+// A sysfs attribute's content without the trailing newline and padding (spaces, NULs);
+// empty when it is missing, unreadable or larger than max_size.
+std::string read_attribute(const std::string& path, size_t max_size = 4096);
+
 struct VfInfo {
   std::string pf_pci;  // the PF's PCI address
   int index = 0;       // N in the PF's virtfnN
