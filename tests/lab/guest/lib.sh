@@ -158,6 +158,25 @@ no_leftovers() {
     [ "$_s" -eq 0 ] && [ "$_l" -eq 0 ]
 }
 
+# readd_behind NS IF DEV ADDR DECOY PLEN [flap]: the pod takes IF's global addresses away
+# (with "flap": while IF is down, bringing it up again), adds DECOY, then ADDR again, each
+# waited for as a RoCE v2 GID of DEV: ADDR's GID comes back at another index.
+readd_behind() {
+    [ "${7:-}" != flap ] || nsx "$1" $IP link set "$2" down
+    nsx "$1" $IP addr flush dev "$2" scope global
+    [ "${7:-}" != flap ] || nsx "$1" $IP link set "$2" up
+    nsx "$1" $IP addr add "$5/$6" dev "$2"
+    wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index $1 $3 $5)\" ]" || true
+    nsx "$1" $IP addr add "$4/$6" dev "$2"
+    wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index $1 $3 $4)\" ]" || true
+}
+
+# agent_round LOG: one `rdmanet node-agent --once` round over $CNI_STATE, its output in LOG;
+# its exit status.
+agent_round() {
+    "$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" > "$1" 2>&1
+}
+
 # no_rdma_devices: this netns sees no RDMA device (and `rdma` itself worked).
 no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
 

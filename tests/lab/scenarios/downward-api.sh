@@ -143,21 +143,12 @@ done
 # rail's GID table through the pod's netns. A round with nothing moved rewrites nothing and
 # reports no error; after pod-a flaps net2 and adds its address back behind another one, one
 # round brings rdmanet's files to the index the pod sees.
-agent_round() {
-    "$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" > "$1" 2>&1
-}
 rc=0; agent_round /tmp/agent1.log || rc=$?
 check agent-exclusive-round-clean sh -c "[ $rc -eq 0 ] && ! grep -q 'GID index of' /tmp/agent1.log && echo 'rc 0, nothing rewritten' || { cat /tmp/agent1.log; exit 1; }"
 dev=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_RDMA_DEVICE)
 addr=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_ADDRESS)
 old_index=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_GID_INDEX)
-nsx pod-a $IP link set net2 down
-nsx pod-a $IP addr flush dev net2 scope global
-nsx pod-a $IP link set net2 up
-nsx pod-a $IP addr add 10.61.1.250/24 dev net2
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev 10.61.1.250)\" ]" || true
-nsx pod-a $IP addr add "$addr/24" dev net2
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev $addr)\" ]" || true
+readd_behind pod-a net2 "$dev" "$addr" 10.61.1.250 24 flap
 new_index=$(roce_v2_gid_index pod-a "$dev" "$addr")
 lab_fact gid_index_moved "$addr on $dev: $old_index -> ${new_index:-none}"
 rc=0; agent_round /tmp/agent2.log || rc=$?

@@ -138,24 +138,16 @@ check traffic-class-on-wire tos_of_writes
 # GID moves to another index. One node-agent round rewrites the pod's files.
 addr_a=$(envval a RDMANET_RAIL0_ADDRESS)
 old_index=$(envval a RDMANET_RAIL0_GID_INDEX)
-nsx pod-a $IP link set net1 down
-nsx pod-a $IP addr flush dev net1 scope global
-nsx pod-a $IP link set net1 up
-nsx pod-a $IP addr add 10.60.0.250/24 dev net1
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev_a 10.60.0.250)\" ]" || true
-nsx pod-a $IP addr add "$addr_a/24" dev net1
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index pod-a $dev_a $addr_a)\" ]" || true
+readd_behind pod-a net1 "$dev_a" "$addr_a" 10.60.0.250 24 flap
 new_index=$(roce_v2_gid_index pod-a "$dev_a" "$addr_a")
 lab_fact gid_index_moved "$addr_a: $old_index -> ${new_index:-none}"
 check gid-index-moved sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_index' ] && echo '$old_index -> $new_index'"
 check gid-file-stale-before-round sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$old_index' ] && echo 'still $old_index'"
-"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
-    > /tmp/agent.log 2>&1 || true
+agent_round /tmp/agent.log || true
 check agent-round-rewrites-gid-index sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
     grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rdma.env: $new_index' || { cat /tmp/agent.log; exit 1; }"
 check pingpong-with-rewritten-index pingpong pod-b "$dev_b" "$gi_b" pod-a "$dev_a" "$(envval a RDMANET_RAIL0_GID_INDEX)" "$addr_b" 20
-"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
-    > /tmp/agent2.log 2>&1 || true
+agent_round /tmp/agent2.log || true
 check second-round-changes-nothing sh -c "! grep -q 'GID index of' /tmp/agent2.log && echo 'no rewrite'"
 
 # DEL of rail 2 (net3) of pod-a: its entry goes, the others stay.

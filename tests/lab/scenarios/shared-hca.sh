@@ -114,15 +114,10 @@ env9() { sed -n "s/^$1=//p" /run/rdmanet/pods/uid-9/rdma.env; }
 before9=$(env9 NCCL_IB_GID_INDEX)
 check shared-device-files-name-the-index sh -c "[ -n '$before9' ] && [ '$before9' = \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 $(addr p9))\" ] &&
     ! grep -q '^NCCL_IB_ADDR_FAMILY=' /run/rdmanet/pods/uid-9/rdma.env && echo 'NCCL_IB_GID_INDEX=$before9'"
-nsx p9 $IP addr flush dev net1 scope global
-nsx p9 $IP addr add 10.70.0.250/24 dev net1
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 10.70.0.250)\" ]" || true
-nsx p9 $IP addr add "$(addr p9)/24" dev net1
-wait_for 10 sh -c "[ -n \"\$(. /lab/lib.sh; roce_v2_gid_index p9 rxe_hca0 $(addr p9))\" ]" || true
+readd_behind p9 net1 rxe_hca0 "$(addr p9)" 10.70.0.250 24
 after9=$(roce_v2_gid_index p9 rxe_hca0 "$(addr p9)")
 lab_fact shared_gid_index_moved "$(addr p9): $before9 -> ${after9:-none}"
-"$CNI_BIN/rdmanet" node-agent --once --state-dir "$CNI_STATE" --cni-path "$CNI_BIN" --listen "" \
-    > /tmp/agent9.log 2>&1 || true
+agent_round /tmp/agent9.log || true
 check agent-round-rewrites-shared-index sh -c "[ -n '$after9' ] && [ '$after9' != '$before9' ] &&
     [ \"\$(sed -n 's/^NCCL_IB_GID_INDEX=//p' /run/rdmanet/pods/uid-9/rdma.env)\" = '$after9' ] &&
     grep -q 'GID index of pod default/shared-9' /tmp/agent9.log && echo '$before9 -> $after9' || { cat /tmp/agent9.log; exit 1; }"
