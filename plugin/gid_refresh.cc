@@ -30,6 +30,7 @@ std::vector<netns::IpAddress> rail_addresses(const json& gid_report) {
 Expected<std::optional<GidChange>> refresh_pod_gids(const AttachmentRecord& record,
                                                     const netns::Netns& pod,
                                                     const std::string& lock_dir,
+                                                    GidTables* shared_tables,
                                                     const std::string& sysfs_root) {
   const StepRecord* files = record.step(StepKind::kPodInfo);
   if (record.phase != Phase::kAdded || !record.rdma || record.rdma->device.empty() ||
@@ -52,7 +53,12 @@ Expected<std::optional<GidChange>> refresh_pod_gids(const AttachmentRecord& reco
   } else {
     now.device = rdma.device;
     now.port = rdma.port;
-    TRY_ASSIGN(now.table, rdma::read_gids(sysfs_root, rdma.device, rdma.port));
+    auto read = shared_tables->find({rdma.device, rdma.port});
+    if (read == shared_tables->end()) {
+      TRY_ASSIGN(auto table, rdma::read_gids(sysfs_root, rdma.device, rdma.port));
+      read = shared_tables->emplace(std::pair{rdma.device, rdma.port}, std::move(table)).first;
+    }
+    now.table = read->second;
     rdma::match_addresses(&now, addresses);
   }
   json fields = gid_fields(now.to_json(), record.ifname);

@@ -82,7 +82,8 @@ class GidRefreshTest : public ::testing::Test {
     if (!self) {
       return self.error();
     }
-    return refresh_pod_gids(record_, *self, locks(), tmp_.path() + "/sys");
+    GidTables round;
+    return refresh_pod_gids(record_, *self, locks(), &round, tmp_.path() + "/sys");
   }
   std::string pods() const { return tmp_.path() + "/pods"; }
   std::string locks() const { return tmp_.path() + "/state/locks"; }
@@ -140,11 +141,35 @@ TEST_F(GidRefreshTest, WhatHasNothingToKeepIsLeftAlone) {
   auto self = netns::Netns::current();
   ASSERT_TRUE(self.ok());
   for (const auto* r : {&adding, &no_files, &no_rdma}) {
-    auto change = refresh_pod_gids(*r, *self, locks(), tmp_.path() + "/sys");
+    GidTables round;
+    auto change = refresh_pod_gids(*r, *self, locks(), &round, tmp_.path() + "/sys");
     ASSERT_TRUE(change.ok()) << change.error().msg();
     EXPECT_FALSE(*change);
   }
   EXPECT_NE(env().find("\nNCCL_IB_GID_INDEX=3\n"), std::string::npos) << "untouched: " << env();
+}
+
+// One round reads a shared HCA's table once, however many pods' rails are on it: what the
+// round read first is what its later rails are compared with; the next round reads again.
+TEST_F(GidRefreshTest, ARoundReadsASharedTableOnce) {
+  auto self = netns::Netns::current();  // an nsfs handle: not under qemu-user
+  ASSERT_TRUE(self.ok()) << self.error().msg();
+  GidTables round;
+  auto first = refresh_pod_gids(record_, *self, locks(), &round, tmp_.path() + "/sys");
+  ASSERT_TRUE(first.ok()) << first.error().msg();
+  EXPECT_FALSE(*first);
+  ASSERT_EQ(round.size(), 1u);
+  EXPECT_EQ(round.begin()->second.size(), 2u) << "pod A's GID and another pod's";
+  clear(3);
+  gid(6, "0000:0000:0000:0000:0000:ffff:0a38:0002");
+  auto same_round = refresh_pod_gids(record_, *self, locks(), &round, tmp_.path() + "/sys");
+  ASSERT_TRUE(same_round.ok());
+  EXPECT_FALSE(*same_round) << "compared with the table this round read";
+  GidTables next;
+  auto next_round = refresh_pod_gids(record_, *self, locks(), &next, tmp_.path() + "/sys");
+  ASSERT_TRUE(next_round.ok());
+  ASSERT_TRUE(*next_round);
+  EXPECT_EQ((*next_round)->after, json({{"ipv4", 6}}));
 }
 
 // A device the agent cannot see is an error it counts, never an index taken away.

@@ -298,6 +298,7 @@ RoundReport NodeAgent::round() {
   const auto start = Clock::now();
   RoundReport report;
   beaten_.clear();
+  gid_tables_.clear();
   std::map<std::string, json> networks;  // name -> a config that names it
   std::map<std::string, json> keep;      // name -> its attachments with a record
   for (const auto& dir : config_.state_dirs) {
@@ -420,7 +421,7 @@ void NodeAgent::reconcile_state_dir(const std::string& dir, RoundReport& report,
 
 void NodeAgent::refresh_gids(const AttachmentRecord& record, const netns::Netns& pod,
                              const std::string& state_dir, RoundReport& report) {
-  auto change = refresh_pod_gids(record, pod, state_dir + "/locks");
+  auto change = refresh_pod_gids(record, pod, state_dir + "/locks", &gid_tables_);
   if (!change && change.error().kind() == ErrorKind::kDeviceNotFound) {
     // Its DEL is under way, or (exclusive mode) the pod renamed or removed its own device:
     // nothing of the node's is wrong, and the pod's files are the pod's.

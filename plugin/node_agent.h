@@ -29,6 +29,7 @@
 
 #include "base/error.h"
 #include "netns/netns.h"
+#include "plugin/gid_refresh.h"
 #include "plugin/record.h"
 
 namespace rdmanet::plugin {
@@ -113,6 +114,7 @@ class NodeAgent {
   // blocks of owners without a heartbeat, (network, node) -> blocks.
   static constexpr size_t kSilentEvery = 10;
   std::set<std::string> beaten_;
+  GidTables gid_tables_;  // the shared-mode GID tables this round has read
   std::map<std::pair<std::string, std::string>, size_t> silent_;
   std::map<std::string, size_t> errors_total_;
   size_t gid_index_changes_total_ = 0;
