@@ -1,7 +1,7 @@
 // rdmanet-ipam's CNI commands (ADD, DEL, CHECK, GC, STATUS): run by its own binary
 // (ipam/main.cc), and by rdmanet in process when a network's IPAM type is rdmanet-ipam
-// (plugin/ipam_step.cc), so that one ADD is one exec. Both ways run this code on the same
-// store under the same lock, and answer alike.
+// (plugin/steps/ipam.h, handed in by agent/main.cc), so that one ADD is one exec. Both ways run
+// this code on the same store under the same lock, and answer alike.
 #pragma once
 
 #include <memory>

@@ -24,6 +24,7 @@
 #include "ipam/config.h"
 #include "ipam/etcd.h"
 #include "ipam/node_name.h"
+#include "ipam/reconcile.h"
 
 namespace rdmanet::ipam {
 namespace {
@@ -73,6 +74,29 @@ Expected<NetworkFile> read_network_file(const std::string& path) {
   return out;
 }
 
+// The reconcile report as `rdmanet-ipam reconcile` prints it (ipam/README.md).
+nlohmann::json report_json(const std::string& network, const NetworkReport& report) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const auto& p : report.pools) {
+    pools.push_back({{"where", p.where},
+                     {"ranges", p.description},
+                     {"size", p.size},
+                     {"used", p.used},
+                     {"blocks", p.blocks}});
+  }
+  nlohmann::json out = {{"network", network},
+                        {"cluster", report.cluster},
+                        {"released", report.released},
+                        {"pools", pools}};
+  if (report.silent_nodes) {
+    out["silentNodes"] = *report.silent_nodes;
+  }
+  if (!report.etcd_error.empty()) {
+    out["etcdError"] = report.etcd_error;
+  }
+  return out;
+}
+
 // `rdmanet-ipam reconcile [--heartbeat-ttl S] [--list-silent] CONFIG`: the reclaim rule over every
 // lease of the network, then each range set's usage, as one JSON object on stdout (for the node
 // agent). The leases of the attachments in the config's "rdmanetKeep" list
@@ -104,10 +128,7 @@ int reconcile_main(std::vector<std::string> args) {
     std::cerr << file.error().msg() << "\n";
     return 1;
   }
-  cni::Call call;
-  call.conf.name = file->network;
-  call.conf.ipam = file->ipam;
-  std::vector<Owner> keep;
+  ReconcileRequest request{file->network, file->ipam, {}, heartbeat_ttl, list_silent};
   Fields f(file->doc, args[0], ErrorKind::kInvalidConfig);
   std::vector<nlohmann::json> kept;
   f.object_list("rdmanetKeep", &kept);
@@ -116,53 +137,14 @@ int reconcile_main(std::vector<std::string> args) {
     Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
         .required_string("containerID", &o.container_id)
         .required_string("ifname", &o.ifname);
-    keep.push_back(std::move(o));
+    request.keep.push_back(std::move(o));
   }
-  auto net = allocator_for(call);
-  if (!net) {
-    std::cerr << net.error().msg() << "\n";
-    return 1;
-  }
-  auto done = (*net)->reconcile(keep);
+  auto done = reconcile_network(request);
   if (!done) {
     std::cerr << done.error().msg() << "\n";
     return 1;
   }
-  nlohmann::json pools = nlohmann::json::array();
-  for (const auto& p : done->pools) {
-    pools.push_back({{"where", p.where},
-                     {"ranges", p.description},
-                     {"size", p.size},
-                     {"used", p.used},
-                     {"blocks", p.blocks}});
-  }
-  nlohmann::json out = {{"network", file->network},
-                        {"cluster", net->blocks != nullptr},
-                        {"released", done->released},
-                        {"pools", pools}};
-  // Cluster mode: this node's heartbeat, and the owners of blocks who have none. etcd
-  // being unreachable is reported, not a failure: the node's own part is done.
-  auto config = parse_ipam_config(file->ipam);
-  if (net->etcd && config && config->cluster && (heartbeat_ttl > 0 || list_silent)) {
-    Status beat = ok_status();
-    if (heartbeat_ttl > 0) {
-      auto node = read_node_name(config->cluster->node_name_file);
-      beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net->etcd)
-                  : Status(std::move(node).error());
-    }
-    if (beat && list_silent) {
-      auto silent = silent_block_owners(*config, file->network, *net->etcd);
-      if (silent) {
-        out["silentNodes"] = *silent;
-      } else {
-        beat = Status(std::move(silent).error());
-      }
-    }
-    if (!beat) {
-      out["etcdError"] = beat.error().msg();
-    }
-  }
-  std::cout << out.dump() << "\n";
+  std::cout << report_json(file->network, *done).dump() << "\n";
   return 0;
 }
 

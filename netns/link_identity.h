@@ -32,7 +32,7 @@ struct LinkIdentity {
   // pod cannot reach that netns, and the peer names the device's netns and index wherever
   // it went (locate_by_far_peer). Unless that netns is another pod's (two ends of one wire
   // given to two pods), which may move the peer away: a peer not found proves nothing
-  // alone (plugin/device_steps.cc veth_unlocated).
+  // alone (plugin/steps/netdev_search.cc veth_unlocated).
   int far_peer = 0;
   int far_netnsid = -1;
 

@@ -3,37 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include "netns/link_identity.h"
-#include "plugin/steps.h"
+#include "plugin/steps/table.h"
 
 namespace rdmanet::plugin {
-
-namespace {
-
-// Each recorded step's inverse (plugin/steps.h).
-struct Inverse {
-  StepKind kind;
-  Status (*undo)(Attachment& a, const nlohmann::json& step);
-};
-constexpr Inverse kInverses[] = {
-    {StepKind::kHoldDevice, release_hold},        {StepKind::kVfSettings, restore_vf_settings},
-    {StepKind::kRdmaMove, move_rdma_device_home}, {StepKind::kNetdevMove, bring_netdev_home},
-    {StepKind::kMacvlan, delete_macvlan},         {StepKind::kIpam, ipam_release},
-    {StepKind::kSoftRoce, delete_soft_roce},      {StepKind::kDeviceInfo, remove_device_info},
-    {StepKind::kVfGuids, reset_vf_guids},         {StepKind::kSourceRouting, remove_source_routing},
-    {StepKind::kPodInfo, remove_pod_info},
-};
-
-Status undo_step(Attachment& a, const StepRecord& step) {
-  for (const auto& inverse : kInverses) {
-    if (inverse.kind == step.kind) {
-      return inverse.undo(a, step.data);
-    }
-  }
-  return Error(ErrorKind::kInternal,
-               "no inverse for step " + std::string(name_of(kStepNames, step.kind)));
-}
-
-}  // namespace
 
 Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentRecord& record) {
   if (record.netns.empty()) {
@@ -52,7 +24,8 @@ Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentRecord& rec
   return opened;
 }
 
-Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call& call) {
+Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call& call,
+                                         std::span<const cni::Plugin* const> linked_ipam) {
   TRY_ASSIGN(auto pod, netns::Netns::open(call.env.netns));
   TRY_ASSIGN(auto host, netns::Netns::current());
   if (pod.same_as(host)) {
@@ -78,23 +51,22 @@ Expected<Attachment> Attachment::for_add(const PluginConf& conf, const cni::Call
   record.device_key = device_key(conf.device);
   record.config = call.stdin_text;
   Attachment a(StateStore(conf.state_dir), std::move(record), std::move(host), std::move(pod),
-               call.env, conf.ipam_timeout_seconds);
+               call.env, IpamPlugins{linked_ipam, conf.ipam_timeout_seconds});
   a.conf_ = &conf;
   a.call_ = &call;
   return a;
 }
 
-Expected<Attachment> Attachment::for_undo(const std::string& state_dir, AttachmentRecord record,
-                                          const cni::Environment& env, int ipam_timeout_seconds) {
+Expected<Attachment> Attachment::for_undo(const UndoContext& context, AttachmentRecord record) {
   TRY_ASSIGN(auto host, netns::Netns::current());
   // Could not look is not gone: the error keeps the record for the next DEL.
   TRY_ASSIGN(auto pod, open_pod_netns(record).with_context("pod netns of " + record.id().str()));
-  cni::Environment own = env;
+  cni::Environment own = context.env;
   own.container_id = record.container_id;
   own.ifname = record.ifname;
   own.netns = record.netns;
-  return Attachment(StateStore(state_dir), std::move(record), std::move(host), std::move(pod),
-                    std::move(own), ipam_timeout_seconds);
+  return Attachment(StateStore(context.state_dir), std::move(record), std::move(host),
+                    std::move(pod), std::move(own), context.ipam);
 }
 
 Status Attachment::record(StepKind kind, nlohmann::json data) {
@@ -106,21 +78,28 @@ Status Attachment::record(StepKind kind, nlohmann::json data) {
   return saved;
 }
 
+void Attachment::amend(StepKind kind, nlohmann::json data) {
+  if (!record_.steps.empty() && record_.steps.back().kind == kind) {
+    record_.steps.back().data = std::move(data);
+  }
+}
+
 Status Attachment::undo() {
   order_for_undo(record_.steps);
   const bool taken = device_held_by_another();
   const size_t recorded = record_.steps.size();
   while (!record_.steps.empty()) {
     const StepRecord& step = record_.steps.back();
-    if (taken && changes_the_device(step.kind)) {
+    const Step& row = step_of(step.kind);
+    if (taken && row.device == DeviceRole::kTouches) {
       spdlog::warn("{}: not undoing {}: device {} is held by another attachment since",
-                   record_.id().str(), name_of(kStepNames, step.kind), record_.device_key);
+                   record_.id().str(), row.name, record_.device_key);
       record_.steps.pop_back();
       continue;
     }
-    if (auto s = undo_step(*this, step); !s) {
+    if (auto s = row.undo(*this, step.data); !s) {
       Error error = std::move(s).error();
-      error.context("undo " + std::string(name_of(kStepNames, step.kind)));
+      error.context("undo " + std::string(row.name));
       if (record_.steps.size() < recorded) {
         if (auto saved = store_.save(record_); !saved) {
           spdlog::warn("saving what is left to undo: {}", saved.error().msg());
@@ -169,6 +148,24 @@ Expected<cni::Result> Attachment::finish(cni::Result result) {
   record_.result = cni::encode_result(result, "1.1.0");
   TRY(store_.save(record_));
   return result;
+}
+
+Status undo_attachment(const UndoContext& context, const AttachmentRecord& seen, DeviceLock lock,
+                       const std::function<Status(const AttachmentRecord&)>& still_wanted) {
+  StateStore store(context.state_dir);
+  std::optional<FileLock> held;
+  if (lock == DeviceLock::kTake) {
+    TRY_ASSIGN(held, store.lock(seen.device_key));
+  }
+  TRY_ASSIGN(auto record, store.load(seen.id()));
+  if (!record) {
+    return ok_status();
+  }
+  if (still_wanted) {
+    TRY(still_wanted(*record));
+  }
+  TRY_ASSIGN(auto a, Attachment::for_undo(context, std::move(*record)));
+  return a.undo();
 }
 
 }  // namespace rdmanet::plugin

@@ -1,15 +1,18 @@
 // One attachment while a command works on it: the context every step shares, and the
 // record of the steps taken.
 //
-// ADD runs its steps (plugin/steps.h) against an Attachment. A step that changes the node
-// first records what it is about to change (record(): one durable write), then changes it.
-// undo() walks the recorded steps in reverse and runs each one's inverse, which reads only
-// what its step recorded; rollback of a failed ADD, DEL, GC and the reclaim of a device
-// from a dead pod are all undo(). A step that never ran left no record and is never undone.
+// ADD runs its steps (plugin/steps/table.h) against an Attachment. A step that changes the
+// node first records what it is about to change (record(): one durable write), then changes
+// it. undo() runs the recorded steps' inverses in the table's undo order, each reading only
+// what its step recorded; rollback of a failed ADD, DEL, GC, the node agent's teardown and
+// the reclaim of a device from a dead pod are all undo(). A step that never ran left no
+// record and is never undone.
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "cni/env.h"
@@ -19,6 +22,7 @@
 #include "plugin/conf.h"
 #include "plugin/device.h"
 #include "plugin/record.h"
+#include "plugin/steps/ipam.h"
 #include "plugin/store.h"
 #include "rdma/nldev.h"
 
@@ -34,21 +38,45 @@ struct RdmaPlan {
   bool infiniband = false;             // moves before the netdev
 };
 
+// What undoing an attachment needs besides its record: where the state is, the call's
+// environment (CNI_PATH, for an IPAM plugin that is exec'd) and how IPAM plugins run.
+struct UndoContext {
+  std::string state_dir;
+  cni::Environment env;
+  IpamPlugins ipam;
+};
+
+// A step's record: the fields its inverse reads (each step's file owns the codec). Its kind
+// is static (kKind), or a member where one step records at two places (rdma-move).
+template <class S>
+concept StepFields = requires(const S& s) {
+  { s.to_json() } -> std::convertible_to<nlohmann::json>;
+};
+
 class Attachment {
  public:
   // For ADD: the call's attachment, with its pod netns (not the plugin's own) opened.
-  static Expected<Attachment> for_add(const PluginConf& conf, const cni::Call& call);
-  // For undoing what a record describes (DEL, GC, reclaim, an earlier ADD). The pod netns
-  // is opened only while its path still names the namespace ADD used.
-  static Expected<Attachment> for_undo(const std::string& state_dir, AttachmentRecord record,
-                                       const cni::Environment& env, int ipam_timeout_seconds);
+  static Expected<Attachment> for_add(const PluginConf& conf, const cni::Call& call,
+                                      std::span<const cni::Plugin* const> linked_ipam);
+  // For undoing what a record describes (DEL, GC, reclaim, an earlier ADD, the node agent).
+  // The pod netns is opened only while its path still names the namespace ADD used.
+  static Expected<Attachment> for_undo(const UndoContext& context, AttachmentRecord record);
 
   // Records a step about to change the node (a durable write of the whole record). When
   // the write fails the step is not recorded, and must not run.
-  Status record(StepKind kind, nlohmann::json data);
-  // Undoes the recorded steps, last first. All undone: the record is removed. One failed:
-  // the steps not yet undone stay recorded (the next DEL retries them) and its error is
-  // returned, naming the step.
+  template <StepFields S>
+  Status record(const S& step) {
+    return record(kind_of(step), step.to_json());
+  }
+  // Replaces what the last recorded step (of the same kind) says, from the next write on:
+  // for what a step learns only once it acted (a macvlan child's ifindex).
+  template <StepFields S>
+  void amend(const S& step) {
+    amend(kind_of(step), step.to_json());
+  }
+  // Undoes the recorded steps in the table's undo order. All undone: the record is removed.
+  // One failed: the steps not yet undone stay recorded (the next DEL retries them) and its
+  // error is returned, naming the step.
   Status undo();
   // Runs ADD's node-changing steps; when one fails, undoes the steps recorded so far.
   Expected<cni::Result> roll_back_on_error(const std::function<Expected<cni::Result>()>& steps);
@@ -65,29 +93,49 @@ class Attachment {
   // The environment of the call, with the attachment's own container id, ifname and netns
   // (the IPAM plugin is called with them).
   const cni::Environment& env() const { return env_; }
-  int ipam_timeout_seconds() const { return ipam_timeout_seconds_; }
+  const IpamPlugins& ipam() const { return ipam_; }
+  // What undoing another attachment from this call needs (an earlier ADD, a dead holder).
+  UndoContext undo_context() const { return {store_.root(), env_, ipam_}; }
 
   // ADD only.
   const PluginConf& conf() const { return *conf_; }
   const cni::Call& call() const { return *call_; }
   HostDevice& device() { return *device_; }
+  const HostDevice& device() const { return *device_; }
   void set_device(HostDevice device) { device_ = std::move(device); }
   RdmaPlan& rdma() { return rdma_; }
+  const RdmaPlan& rdma() const { return rdma_; }
   // A dead pod's attachment of this device was just undone (claim_device): its RDMA device
   // may still be on its way back from the dead netns.
   bool reclaimed() const { return reclaimed_; }
   void set_reclaimed() { reclaimed_ = true; }
+  // What the IPAM plugin gave (ipam_add), and the pod interface as configured
+  // (configure_pod_interface), for the steps after them.
+  cni::Result& ipam_result() { return ipam_result_; }
+  const cni::Result& ipam_result() const { return ipam_result_; }
+  netns::LinkInfo& pod_link() { return pod_link_; }
+  const netns::LinkInfo& pod_link() const { return pod_link_; }
 
  private:
   Attachment(StateStore store, AttachmentRecord record, netns::Netns host,
-             std::optional<netns::Netns> pod, cni::Environment env, int ipam_timeout_seconds)
+             std::optional<netns::Netns> pod, cni::Environment env, IpamPlugins ipam)
       : store_(std::move(store)),
         record_(std::move(record)),
         host_(std::move(host)),
         pod_(std::move(pod)),
         env_(std::move(env)),
-        ipam_timeout_seconds_(ipam_timeout_seconds) {}
+        ipam_(ipam) {}
 
+  template <class S>
+  static StepKind kind_of(const S& step) {
+    if constexpr (requires { S::kKind; }) {
+      return S::kKind;
+    } else {
+      return step.kind;
+    }
+  }
+  Status record(StepKind kind, nlohmann::json data);
+  void amend(StepKind kind, nlohmann::json data);
   // Whether the device's hold names another attachment (see undo()).
   bool device_held_by_another() const;
 
@@ -96,13 +144,26 @@ class Attachment {
   netns::Netns host_;
   std::optional<netns::Netns> pod_;
   cni::Environment env_;
-  int ipam_timeout_seconds_;
+  IpamPlugins ipam_;
   const PluginConf* conf_ = nullptr;
   const cni::Call* call_ = nullptr;
   std::optional<HostDevice> device_;
   RdmaPlan rdma_;
   bool reclaimed_ = false;
+  cni::Result ipam_result_;
+  netns::LinkInfo pod_link_;
 };
+
+// Whether the caller holds the device's lock already (a flock is per open file: taking it
+// again from the same process would wait forever).
+enum class DeviceLock { kTake, kHeldByCaller };
+
+// Undoes the attachment of `seen` as its record is now: with its device's lock, the record
+// read again (a DEL, GC, the node agent or another ADD's reclaim may have finished it
+// meanwhile: then there is nothing to do), `still_wanted` asked of the fresh record (its error
+// leaves everything as it is), then every recorded step undone (Attachment::undo).
+Status undo_attachment(const UndoContext& context, const AttachmentRecord& seen, DeviceLock lock,
+                       const std::function<Status(const AttachmentRecord&)>& still_wanted = {});
 
 // The attachment's pod netns, if its path still names the namespace ADD used: a path that
 // now names another namespace (a reused /proc/<pid>/ns/net, a netns recreated under the

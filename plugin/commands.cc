@@ -9,7 +9,10 @@
 #include "cni/error_code.h"
 #include "plugin/attachment.h"
 #include "plugin/conf.h"
-#include "plugin/steps.h"
+#include "plugin/steps/ipam.h"
+#include "plugin/steps/pod_interface.h"
+#include "plugin/steps/rdma_move.h"
+#include "plugin/steps/table.h"
 
 namespace rdmanet::plugin {
 
@@ -34,51 +37,40 @@ int ipam_timeout_of(const cni::NetConf& net) {
   return std::clamp(seconds, 1, 600);
 }
 
+// What DEL and GC undo with: the config's state dir and IPAM timeout, read leniently.
+UndoContext undo_context(const cni::Call& call, LinkedIpam ipam) {
+  return {state_dir_of(call.conf), call.env, IpamPlugins{ipam, ipam_timeout_of(call.conf)}};
+}
+
 AttachmentId id_of(const cni::Call& call) {
   return {call.conf.name, call.env.container_id, call.env.ifname};
 }
 
-// Undoes an attachment a record describes, under its device's lock. Read again under the
-// lock: a new pod's ADD may have reclaimed the device (and removed the record) meanwhile.
-Status undo_attachment(StateStore& store, const AttachmentId& id, const std::string& device_key,
-                       const cni::Environment& env, int ipam_timeout) {
-  TRY_ASSIGN(auto lock, store.lock(device_key));
-  TRY_ASSIGN(auto record, store.load(id));
-  if (!record) {
-    return ok_status();
+// ADD's steps in the table's order: those that only look, then, once the first one records,
+// the rest under roll_back_on_error, so a failure undoes what was recorded.
+Expected<cni::Result> run_add(Attachment& a) {
+  auto steps = add_steps();
+  auto changing = std::find_if(steps.begin(), steps.end(), [](const Step& s) { return s.kind; });
+  for (auto it = steps.begin(); it != changing; ++it) {
+    TRY(it->run(a));
   }
-  TRY_ASSIGN(auto a, Attachment::for_undo(store.root(), std::move(*record), env, ipam_timeout));
-  return a.undo();
+  return a.roll_back_on_error([&]() -> Expected<cni::Result> {
+    for (auto it = changing; it != steps.end(); ++it) {
+      if (it->run != nullptr) {
+        TRY(it->run(a));
+      }
+    }
+    return a.finish(build_result(a));
+  });
 }
 
 }  // namespace
 
-Expected<cni::Result> cmd_add(const cni::Call& call) {
+Expected<cni::Result> cmd_add(const cni::Call& call, LinkedIpam ipam) {
   TRY_ASSIGN(PluginConf conf, load_conf(call.conf, call.args));
-  TRY_ASSIGN(Attachment a, Attachment::for_add(conf, call));
+  TRY_ASSIGN(Attachment a, Attachment::for_add(conf, call, ipam));
   TRY_ASSIGN(FileLock lock, a.store().lock(a.rec().device_key));
-  TRY(undo_earlier_add(a));
-  TRY(claim_device(a));
-  TRY(find_host_device(a));
-  TRY(plan_rdma(a));
-  TRY(check_node_qos(a));
-  auto result = a.roll_back_on_error([&]() -> Expected<cni::Result> {
-    TRY(hold_device(a));
-    TRY(set_vf_guids(a));
-    TRY(move_rdma_device_in(a, RdmaOrder::kBeforeNetdev));
-    TRY(conf.mode == Mode::kNetdev ? move_netdev_in(a) : create_macvlan(a));
-    TRY(apply_vf_settings(a));
-    TRY_ASSIGN(cni::Result ipam, ipam_add(a));
-    TRY_ASSIGN(netns::LinkInfo pod_link, configure_pod_interface(a, ipam));
-    TRY(add_source_routing(a, ipam, pod_link));
-    TRY(create_soft_roce(a));
-    TRY(move_rdma_device_in(a, RdmaOrder::kAfterNetdev));
-    TRY(set_rdma_cm_defaults(a));
-    TRY(wait_for_gids(a, ipam));
-    TRY(write_pod_info(a, ipam));
-    write_device_info(a);
-    return a.finish(build_result(a, pod_link, ipam));
-  });
+  auto result = run_add(a);
   if (result) {
     spdlog::info("attached {} ({}) to {} as {} in {} mode{}", a.rec().device_name,
                  conf.device.str(), call.env.netns, call.env.ifname, name_of(kModeNames, conf.mode),
@@ -87,9 +79,9 @@ Expected<cni::Result> cmd_add(const cni::Call& call) {
   return result;
 }
 
-Status cmd_del(const cni::Call& call) {
-  StateStore store(state_dir_of(call.conf));
-  const int timeout = ipam_timeout_of(call.conf);
+Status cmd_del(const cni::Call& call, LinkedIpam ipam) {
+  const UndoContext context = undo_context(call, ipam);
+  StateStore store(context.state_dir);
   TRY_ASSIGN(auto record, store.load(id_of(call)));
   if (!record) {
     // Nothing attached (repeated DEL, or DEL after a failed ADD that rolled back). IPAM DEL
@@ -98,12 +90,12 @@ Status cmd_del(const cni::Call& call) {
     if (call.conf.ipam_type.empty()) {
       return ok_status();
     }
-    return ipam_del(call.conf.ipam_type, call.env, call.stdin_text, timeout);
+    return ipam_del(context.ipam, call.conf.ipam_type, call.env, call.stdin_text);
   }
-  return undo_attachment(store, id_of(call), record->device_key, call.env, timeout);
+  return undo_attachment(context, *record, DeviceLock::kTake);
 }
 
-Status cmd_check(const cni::Call& call) {
+Status cmd_check(const cni::Call& call, LinkedIpam ipam) {
   TRY_ASSIGN(PluginConf conf, load_conf(call.conf, call.args));
   StateStore store(conf.state_dir);
   TRY_ASSIGN(auto record, store.load(id_of(call)));
@@ -118,11 +110,12 @@ Status cmd_check(const cni::Call& call) {
   if (call.conf.ipam_type.empty()) {
     return ok_status();
   }
+  const IpamPlugins plugins{ipam, conf.ipam_timeout_seconds};
   return cni::delegate_command(call.conf.ipam_type, cni::Command::kCheck, call.env, call.stdin_text,
-                               ipam_options(conf.ipam_timeout_seconds));
+                               plugins.options(call.conf.ipam_type));
 }
 
-Status cmd_status(const cni::Call& call) {
+Status cmd_status(const cni::Call& call, LinkedIpam ipam) {
   StateStore store(state_dir_of(call.conf));
   if (auto s = store.check_writable(); !s) {
     return Error(ErrorKind::kNotAvailable, s.error().msg());
@@ -130,8 +123,9 @@ Status cmd_status(const cni::Call& call) {
   if (call.conf.ipam_type.empty()) {
     return ok_status();
   }
+  const IpamPlugins plugins{ipam, ipam_timeout_of(call.conf)};
   auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kStatus, call.env,
-                                 call.stdin_text, ipam_options(ipam_timeout_of(call.conf)));
+                                 call.stdin_text, plugins.options(call.conf.ipam_type));
   if (!s && (cni::error_code(s.error()) == 1 || cni::error_code(s.error()) == 4)) {
     // An IPAM plugin older than spec 1.1 cannot answer STATUS; that says nothing about
     // whether it can allocate.
@@ -162,9 +156,9 @@ std::string ipam_gc_request(const cni::Call& call, const std::vector<cni::Attach
 
 }  // namespace
 
-Status cmd_gc(const cni::Call& call) {
-  StateStore store(state_dir_of(call.conf));
-  const int timeout = ipam_timeout_of(call.conf);
+Status cmd_gc(const cni::Call& call, LinkedIpam ipam) {
+  const UndoContext context = undo_context(call, ipam);
+  StateStore store(context.state_dir);
   // The spec: GC goes on past what it cannot clean up, and passes GC on to IPAM, which
   // releases every lease not in the valid list. So nothing rdmanet could not undo, or
   // could not read, may reach it as invalid: the address may still be in use.
@@ -186,7 +180,7 @@ Status cmd_gc(const cni::Call& call) {
         continue;
       }
       spdlog::info("GC: removing attachment {}/{}", record.container_id, record.ifname);
-      if (auto s = undo_attachment(store, record.id(), record.device_key, call.env, timeout); !s) {
+      if (auto s = undo_attachment(context, record, DeviceLock::kTake); !s) {
         failed.push_back(std::move(s).error().context(record.id().str()));
         kept.push_back(std::move(ref));
       }
@@ -198,7 +192,8 @@ Status cmd_gc(const cni::Call& call) {
                            "any of the leases (see `rdmanet state list`)"));
   } else if (!call.conf.ipam_type.empty()) {
     auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env,
-                                   ipam_gc_request(call, kept), ipam_options(timeout));
+                                   ipam_gc_request(call, kept),
+                                   context.ipam.options(call.conf.ipam_type));
     // A plugin that predates GC says 1, or (libcni's skel before 1.1) that a variable its
     // commands need is missing: 3 or 4.
     const int code = s ? 0 : cni::error_code(s.error());
@@ -217,6 +212,18 @@ Status cmd_gc(const cni::Call& call) {
     first.append("; " + failed[i].msg());
   }
   return first.context("GC left " + std::to_string(failed.size()) + " thing(s) undone");
+}
+
+cni::Plugin cni_plugin(LinkedIpam ipam) {
+  cni::Plugin plugin;
+  plugin.name = "rdmanet";
+  plugin.known_args = {"MAC", "IP"};
+  plugin.add = [ipam](const cni::Call& call) { return cmd_add(call, ipam); };
+  plugin.del = [ipam](const cni::Call& call) { return cmd_del(call, ipam); };
+  plugin.check = [ipam](const cni::Call& call) { return cmd_check(call, ipam); };
+  plugin.status = [ipam](const cni::Call& call) { return cmd_status(call, ipam); };
+  plugin.gc = [ipam](const cni::Call& call) { return cmd_gc(call, ipam); };
+  return plugin;
 }
 
 }  // namespace rdmanet::plugin

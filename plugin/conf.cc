@@ -5,7 +5,7 @@
 #include "base/files.h"
 #include "base/json_fields.h"
 #include "netns/sysfs.h"
-#include "plugin/pod_info.h"
+#include "plugin/pod_files.h"
 
 namespace rdmanet::plugin {
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "base/json_fields.h"
+#include "netns/link.h"
 #include "netns/vf.h"
 
 namespace rdmanet::plugin {
@@ -43,7 +44,10 @@ Expected<std::vector<StepRecord>> steps_from_json(const json& doc, const std::st
     StepRecord step;
     std::string kind;
     TRY(Fields(items[n], here, ErrorKind::kState).required_string("step", &kind).status());
-    auto known = value_of(kStepNames, kind);
+    const bool netdev_move_follows =
+        std::any_of(items.begin() + static_cast<std::ptrdiff_t>(n) + 1, items.end(),
+                    [](const json& later) { return later.value("step", json()) == "netdev-move"; });
+    auto known = recorded_kind(kind, items[n], netdev_move_follows);
     if (!known) {
       // A newer rdmanet's step: undoing less than it did would strand the device.
       return Error(ErrorKind::kState, here + ": unknown step \"" + kind +
@@ -144,46 +148,6 @@ Expected<AttachmentRecord> from_version1(const json& doc, const std::string& whe
 
 }  // namespace
 
-bool changes_the_device(StepKind kind) {
-  switch (kind) {
-    case StepKind::kVfSettings:
-    case StepKind::kVfGuids:
-    case StepKind::kRdmaMove:
-    case StepKind::kNetdevMove:
-    case StepKind::kSoftRoce:
-      return true;
-    default:
-      return false;
-  }
-}
-
-void order_for_undo(std::vector<StepRecord>& steps) {
-  for (size_t i = 0; i + 1 < steps.size(); ++i) {
-    const StepRecord& rdma = steps[i];
-    if (rdma.kind == StepKind::kRdmaMove && rdma.data.is_object() &&
-        rdma.data.value("beforeNetdev", false) && steps[i + 1].kind == StepKind::kNetdevMove) {
-      std::swap(steps[i], steps[i + 1]);
-      ++i;
-    }
-  }
-  // The address is released, and the pod's files about the device removed, after the
-  // device came home (or its macvlan child is deleted): never while the pod may still carry
-  // it, so never to the next pod meanwhile. Undo runs from the back: these go in front of
-  // the first device step, in their order.
-  auto is_device_step = [](const StepRecord& s) {
-    return s.kind == StepKind::kNetdevMove || s.kind == StepKind::kMacvlan ||
-           s.kind == StepKind::kRdmaMove;
-  };
-  auto follows_the_device = [](const StepRecord& s) {
-    return s.kind == StepKind::kIpam || s.kind == StepKind::kPodInfo ||
-           s.kind == StepKind::kDeviceInfo;
-  };
-  auto device = std::find_if(steps.begin(), steps.end(), is_device_step);
-  if (device != steps.end()) {
-    std::stable_partition(device, steps.end(), follows_the_device);
-  }
-}
-
 std::string AttachmentRecord::holder() const {
   std::string where =
       "container " + container_id.substr(0, 12) + ", " + ifname + " in network " + network;
@@ -206,7 +170,7 @@ const StepRecord* AttachmentRecord::step(StepKind kind) const {
 json AttachmentRecord::to_json() const {
   json steps_json = json::array();
   for (const auto& s : steps) {
-    json entry = {{"step", name_of(kStepNames, s.kind)}};
+    json entry = {{"step", name_of(s.kind)}};
     entry.update(s.data);
     steps_json.push_back(std::move(entry));
   }
@@ -260,6 +224,13 @@ Expected<AttachmentRecord> AttachmentRecord::from_json(const json& doc, const st
     TRY_ASSIGN(r.rdma, rdma_from_json(rdma, where + ".rdma"));
   }
   return r;
+}
+
+Status check_recorded_link_name(const std::string& name, const std::string& field) {
+  if (auto s = netns::check_link_name(name); !s) {
+    return Error(ErrorKind::kState, field + ": " + s.error().msg());
+  }
+  return ok_status();
 }
 
 }  // namespace rdmanet::plugin

@@ -16,31 +16,9 @@
 #include "base/error.h"
 #include "base/names.h"
 #include "plugin/conf.h"
+#include "plugin/steps/table.h"
 
 namespace rdmanet::plugin {
-
-// The steps of ADD that change the node, in the order ADD takes them (plugin/steps.h).
-enum class StepKind {
-  kHoldDevice,     // the device's hold file names this attachment
-  kVfSettings,     // VF attributes set through the PF
-  kVfGuids,        // InfiniBand VF GUIDs set through the PF, the VF rebound to its driver
-  kSourceRouting,  // a routing table and "from <addr>" rules for the pod interface
-  kPodInfo,        // the rail's entry in the pod's rails files
-  kRdmaMove,       // the RDMA device moved into the pod netns
-  kNetdevMove,     // the netdev moved into the pod netns and renamed
-  kMacvlan,        // a macvlan child created in the pod netns
-  kIpam,           // the IPAM plugin's ADD
-  kSoftRoce,       // a soft-RoCE device created on the pod interface
-  kDeviceInfo,     // the CNIDeviceInfoFile written
-};
-inline constexpr Name<StepKind> kStepNames[] = {
-    {StepKind::kHoldDevice, "hold-device"}, {StepKind::kVfSettings, "vf-settings"},
-    {StepKind::kRdmaMove, "rdma-move"},     {StepKind::kNetdevMove, "netdev-move"},
-    {StepKind::kMacvlan, "macvlan"},        {StepKind::kIpam, "ipam"},
-    {StepKind::kSoftRoce, "soft-roce"},     {StepKind::kDeviceInfo, "device-info"},
-    {StepKind::kVfGuids, "vf-guids"},       {StepKind::kSourceRouting, "source-routing"},
-    {StepKind::kPodInfo, "pod-info"},
-};
 
 // One step taken: its kind and what its inverse reads (the step's own keys).
 struct StepRecord {
@@ -69,20 +47,6 @@ struct AttachmentId {
   // "container <id> (ifname <if>, network <net>)", for messages.
   std::string str() const;
 };
-
-// Puts the steps in the order undo() takes them, last first, which is ADD's reversed but for
-// two things: an InfiniBand device that went into the pod before its netdev (rdma-move with
-// beforeNetdev) also goes home before it, since moving it recreates its IPoIB netdev in
-// the netns it leaves, where the netdev's inverse then finds it; and the IPAM release and
-// the removal of the pod's files come after the device (netdev, RDMA device, macvlan child)
-// is home or gone, so an address is never released while the pod may still carry it.
-// Ordering twice changes nothing.
-void order_for_undo(std::vector<StepRecord>& steps);
-
-// Whether a step's inverse acts on the device itself (moves it home, restores what was set
-// on it or through its PF, deletes what was made on it), as opposed to files, the address
-// and the pod netns.
-bool changes_the_device(StepKind kind);
 
 struct AttachmentRecord {
   std::string network;
@@ -115,5 +79,9 @@ struct AttachmentRecord {
   // `where` names the file in errors (kState).
   static Expected<AttachmentRecord> from_json(const nlohmann::json& doc, const std::string& where);
 };
+
+// A link name read back from a record: one the kernel could hold, else kState naming
+// `field` (state that names what no link can be named was not written by ADD).
+Status check_recorded_link_name(const std::string& name, const std::string& field);
 
 }  // namespace rdmanet::plugin

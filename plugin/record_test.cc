@@ -142,32 +142,42 @@ std::vector<StepKind> kinds(const std::vector<StepRecord>& steps) {
   return out;
 }
 
+// The steps of a record with these step entries, as DEL reads them (the codec decides each
+// step's kind, an rdma-move's from where ADD said it took it).
+std::vector<StepRecord> recorded(const json& steps) {
+  json doc = {{"version", 2}, {"network", "n"}, {"steps", steps}};
+  auto r = AttachmentRecord::from_json(doc, "f");
+  EXPECT_TRUE(r) << r.error().msg();
+  return r ? r->steps : std::vector<StepRecord>();
+}
+
 // Undo takes the steps last first, except that an InfiniBand device that went in before
 // its netdev goes home before it too; a RoCE device (after its netdev) keeps the plain order,
 // and a record already put in undo order stays as it is.
 TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
-  std::vector<StepRecord> ib = {{StepKind::kHoldDevice, {}},
-                                {StepKind::kVfGuids, {}},
-                                {StepKind::kRdmaMove, {{"beforeNetdev", true}}},
-                                {StepKind::kNetdevMove, {}},
-                                {StepKind::kVfSettings, {}},
-                                {StepKind::kIpam, {}}};
+  std::vector<StepRecord> ib = recorded({{{"step", "hold-device"}},
+                                         {{"step", "vf-guids"}},
+                                         {{"step", "rdma-move"}, {"beforeNetdev", true}},
+                                         {{"step", "netdev-move"}},
+                                         {{"step", "vf-settings"}},
+                                         {{"step", "ipam"}}});
   order_for_undo(ib);
-  const std::vector<StepKind> want = {StepKind::kHoldDevice, StepKind::kVfGuids,
-                                      StepKind::kIpam,       StepKind::kNetdevMove,
-                                      StepKind::kRdmaMove,   StepKind::kVfSettings};
+  const std::vector<StepKind> want = {
+      StepKind::kHoldDevice,           StepKind::kVfGuids,   StepKind::kIpam, StepKind::kNetdevMove,
+      StepKind::kRdmaMoveBeforeNetdev, StepKind::kVfSettings};
   EXPECT_EQ(kinds(ib), want);
   order_for_undo(ib);
   EXPECT_EQ(kinds(ib), want) << "ordering twice (a DEL after a partial undo) changes nothing";
 
-  std::vector<StepRecord> roce = {{StepKind::kNetdevMove, {}},
-                                  {StepKind::kRdmaMove, {{"beforeNetdev", false}}}};
-  std::vector<StepRecord> old = {{StepKind::kRdmaMove, {{"device", "mlx5_0"}}},
-                                 {StepKind::kNetdevMove, {}}};
+  std::vector<StepRecord> roce =
+      recorded({{{"step", "netdev-move"}}, {{"step", "rdma-move"}, {"beforeNetdev", false}}});
+  std::vector<StepRecord> old =
+      recorded({{{"step", "rdma-move"}, {"device", "mlx5_0"}}, {{"step", "netdev-move"}}});
   order_for_undo(roce);
   order_for_undo(old);
   EXPECT_EQ(kinds(roce), (std::vector<StepKind>{StepKind::kNetdevMove, StepKind::kRdmaMove}));
-  EXPECT_EQ(kinds(old), (std::vector<StepKind>{StepKind::kRdmaMove, StepKind::kNetdevMove}))
+  EXPECT_EQ(kinds(old),
+            (std::vector<StepKind>{StepKind::kRdmaMoveAsWritten, StepKind::kNetdevMove}))
       << "a record without beforeNetdev is undone as it was written";
 }
 
@@ -175,27 +185,27 @@ TEST(Record, AnInfinibandDeviceGoesHomeBeforeItsNetdev) {
 // pops from the back: these steps sit before the device steps), in both modes; what ADD took
 // after IPAM is undone first.
 TEST(Record, TheAddressIsReleasedAfterTheDeviceIsHome) {
-  std::vector<StepRecord> netdev = {{StepKind::kHoldDevice, {}},
-                                    {StepKind::kNetdevMove, {}},
-                                    {StepKind::kVfSettings, {}},
-                                    {StepKind::kIpam, {}},
-                                    {StepKind::kSourceRouting, {}},
-                                    {StepKind::kSoftRoce, {}},
-                                    {StepKind::kRdmaMove, {{"beforeNetdev", false}}},
-                                    {StepKind::kDeviceInfo, {}},
-                                    {StepKind::kPodInfo, {}}};
+  std::vector<StepRecord> netdev = recorded({{{"step", "hold-device"}},
+                                             {{"step", "netdev-move"}},
+                                             {{"step", "vf-settings"}},
+                                             {{"step", "ipam"}},
+                                             {{"step", "source-routing"}},
+                                             {{"step", "soft-roce"}},
+                                             {{"step", "rdma-move"}, {"beforeNetdev", false}},
+                                             {{"step", "pod-info"}},
+                                             {{"step", "device-info"}}});
   order_for_undo(netdev);
   const std::vector<StepKind> want = {
-      StepKind::kHoldDevice,    StepKind::kIpam,       StepKind::kDeviceInfo,
-      StepKind::kPodInfo,       StepKind::kNetdevMove, StepKind::kVfSettings,
+      StepKind::kHoldDevice,    StepKind::kIpam,       StepKind::kPodInfo,
+      StepKind::kDeviceInfo,    StepKind::kNetdevMove, StepKind::kVfSettings,
       StepKind::kSourceRouting, StepKind::kSoftRoce,   StepKind::kRdmaMove};
   EXPECT_EQ(kinds(netdev), want);
   order_for_undo(netdev);
   EXPECT_EQ(kinds(netdev), want) << "ordering twice changes nothing";
-  std::vector<StepRecord> macvlan = {{StepKind::kMacvlan, {}}, {StepKind::kIpam, {}}};
+  std::vector<StepRecord> macvlan = recorded({{{"step", "macvlan"}}, {{"step", "ipam"}}});
   order_for_undo(macvlan);
   EXPECT_EQ(kinds(macvlan), (std::vector<StepKind>{StepKind::kIpam, StepKind::kMacvlan}));
-  std::vector<StepRecord> home = {{StepKind::kHoldDevice, {}}, {StepKind::kIpam, {}}};
+  std::vector<StepRecord> home = recorded({{{"step", "hold-device"}}, {{"step", "ipam"}}});
   order_for_undo(home);
   EXPECT_EQ(kinds(home), (std::vector<StepKind>{StepKind::kHoldDevice, StepKind::kIpam}))
       << "with the device home already, nothing moves";

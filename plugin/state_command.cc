@@ -22,7 +22,7 @@ constexpr const char* kUsage =
 std::string steps_of(const AttachmentRecord& r) {
   std::string out;
   for (const auto& step : r.steps) {
-    out += (out.empty() ? "" : " ") + std::string(name_of(kStepNames, step.kind));
+    out += (out.empty() ? "" : " ") + std::string(name_of(step.kind));
   }
   return out.empty() ? "(none)" : out;
 }

@@ -160,7 +160,7 @@ Expected<StateStore::Listing> StateStore::list_all() const {
   for (const auto& name : networks) {
     struct stat st {};
     std::string dir = root_ + "/" + name;
-    // No network name starts with a dot: ".agent" is the node agent's (plugin/node_agent.h).
+    // No network name starts with a dot: ".agent" is the node agent's (agent/node_agent.h).
     if (name != "holds" && name != "locks" && name[0] != '.' && ::lstat(dir.c_str(), &st) == 0 &&
         S_ISDIR(st.st_mode)) {
       if (auto s = list_into(dir, &out); !s) {

@@ -105,6 +105,10 @@ bool is_safe_device_name(const std::string& name) {
 
 bool no_rdma_subsystem(const Error& error) { return error.sys_errno() == EPROTONOSUPPORT; }
 
+Expected<Nldev> Nldev::open_in(const netns::Netns& ns) {
+  return netns::in_netns(ns, [] { return Nldev::open(); });
+}
+
 Expected<Nldev> Nldev::open() {
   auto sock = netns::Rtnl::open_protocol(NETLINK_RDMA, "RDMA netlink");
   if (!sock && no_rdma_subsystem(sock.error())) {

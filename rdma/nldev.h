@@ -51,6 +51,8 @@ class Nldev {
   // Opens RDMA netlink in the calling thread's netns. On a kernel without the RDMA
   // subsystem (ib_core not loaded or not built) the error's sys_errno() is EPROTONOSUPPORT.
   static Expected<Nldev> open();
+  // The same in `ns` (the socket stays in the netns it was opened in).
+  static Expected<Nldev> open_in(const netns::Netns& ns);
 
   Expected<NetnsMode> netns_mode();
   // The kernel refuses a change while any netns but the initial one exists (EBUSY); the

@@ -7,7 +7,7 @@
 # What runs: base_test, cni_test (protocol: environment, config, versions, results,
 # errors, delegation to Debian's host-local), rdma_test (GID tables and RDMA-CM configfs on
 # fake trees), ipam_test (allocator, store, cluster mode against the fake and the CNI
-# protocol of the arm64 rdmanet-ipam binary, exec'd through binfmt_misc), plugin_unit_test,
+# protocol of the arm64 rdmanet-ipam binary, exec'd through binfmt_misc), plugin_unit_test, agent_test,
 # and the CNI protocol of the arm64 rdmanet binary (VERSION, refusals with their codes).
 # What does not: the suites that create network namespaces and links (netns_test,
 # plugin_test, and the few netns cases of the binaries above, excluded by name below):
@@ -27,7 +27,7 @@ tests/cross.sh deps arm64
 t0=$(date +%s)
 tests/cross.sh configure arm64 "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DRDMANET_TESTS=ON >/dev/null
-ninja -C "$dir" rdmanet rdmanet-ipam base_test cni_test rdma_test ipam_test plugin_unit_test \
+ninja -C "$dir" rdmanet rdmanet-ipam base_test cni_test rdma_test ipam_test plugin_unit_test agent_test \
   >"$dir/ninja.log" 2>&1 || { tail -50 "$dir/ninja.log"; echo "FAIL: arm64 build"; exit 1; }
 echo "arm64 build: $(($(date +%s) - t0)) s"
 
@@ -35,11 +35,11 @@ fails=0
 ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 
-for b in "$dir/plugin/rdmanet" "$dir/ipam/rdmanet-ipam"; do
+for b in "$dir/agent/rdmanet" "$dir/ipam/rdmanet-ipam"; do
   machine=$(readelf -h "$b" | sed -n 's/^ *Machine: *//p')
   [ "$machine" = AArch64 ] && ok "$(basename "$b") is an AArch64 executable" || bad "$(basename "$b"): $machine"
 done
-if tests/elf_deps.sh "$dir/plugin/rdmanet" "$dir/ipam/rdmanet-ipam"; then
+if tests/elf_deps.sh "$dir/agent/rdmanet" "$dir/ipam/rdmanet-ipam"; then
   ok "the arm64 binaries need only glibc 2.34 and unwind exceptions"
 else
   bad "the arm64 binaries' ELF check"
@@ -50,7 +50,7 @@ cni() { # CNI_COMMAND STDIN -> stdout; status in $rc
   rc=0
   out=$(printf '%s' "$2" | env -i CNI_COMMAND="$1" CNI_CONTAINERID=c1 CNI_IFNAME=net1 \
     CNI_NETNS=/proc/self/ns/net CNI_PATH=/nonexistent \
-    tests/cross.sh run arm64 "$dir/plugin/rdmanet" 2>/dev/null) || rc=$?
+    tests/cross.sh run arm64 "$dir/agent/rdmanet" 2>/dev/null) || rc=$?
 }
 cni VERSION '{"cniVersion":"1.0.0"}'
 [ $rc -eq 0 ] && echo "$out" | grep -q '"supportedVersions":\["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"\]' &&
@@ -62,7 +62,7 @@ cni ADD '{"cniVersion":"9.9.9","name":"n","type":"rdmanet","device":"x"}'
 cni ADD '{"cniVersion":"1.0.0","name":"n","type":"rdmanet","mtu":"9000","device":"x"}'
 [ $rc -ne 0 ] && echo "$out" | grep -q '"code":7' && echo "$out" | grep -q mtu &&
   ok "a wrong type: code 7 naming the field" || bad "wrong type: $rc $out"
-v=$(tests/cross.sh run arm64 "$dir/plugin/rdmanet" version)
+v=$(tests/cross.sh run arm64 "$dir/agent/rdmanet" version)
 [ "$v" = "rdmanet $(sed -n 's/^project(rdmanet VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)" ] &&
   ok "rdmanet version: $v" || bad "rdmanet version: $v"
 
@@ -83,7 +83,7 @@ unshare -m sh -eu -c '
     /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register
   trap "echo -1 >$entry" EXIT
   status=0
-  for t in base/base_test cni/cni_test rdma/rdma_test ipam/ipam_test plugin/plugin_unit_test; do
+  for t in base/base_test cni/cni_test rdma/rdma_test ipam/ipam_test plugin/plugin_unit_test agent/agent_test; do
     if "$dir/$t" --gtest_brief=1 --gtest_filter="-$netns_suites" >"$dir/$(basename $t).log" 2>&1; then
       echo "ok   $t under qemu-user: $(grep -o "[0-9]* tests\? from [0-9]* test suites\? ran" "$dir/$(basename $t).log" | head -1)"
     else

@@ -21,7 +21,7 @@ trap 'rm -f "$log"' EXIT
 echo "== booting the kernel lab (first run downloads ~200 MB of Debian packages)"
 rc=0
 tests/lab/run.sh --timeout 240 \
-  --add build/plugin/rdmanet:/opt/cni/bin/rdmanet \
+  --add build/agent/rdmanet:/opt/cni/bin/rdmanet \
   --add build/ipam/rdmanet-ipam:/opt/cni/bin/rdmanet-ipam \
   shared-pingpong > "$log" 2>&1 || rc=$?
 # The pods' story, then the verdict of every check.

@@ -74,7 +74,7 @@ check("base" in needed and "plugin" in needed and "tests/cross.sh" in needed,
       f"the list of what the build uses is complete enough to mean something ({len(needed)} paths)")
 missing = sorted(p for p in needed if ignored(p, patterns))
 check(not missing, f".containerignore leaves out nothing the build uses: {missing[:10]}")
-check(ignored("build/plugin/rdmanet", patterns) and ignored(".git/HEAD", patterns),
+check(ignored("build/agent/rdmanet", patterns) and ignored(".git/HEAD", patterns),
       ".containerignore leaves out build trees and VCS data")
 check(any(re.fullmatch(r"COPY \. \.?/?", l.strip()) or l.strip() == "COPY . ." for l in lines),
       "the build stage copies the whole tree (COPY . .)")

@@ -318,10 +318,10 @@ for s in SCENARIOS:
                           f"{s}: {d['metadata']['name']}/{c['name']}: NCCL_CONF_FILE and UCX_CONFIG_DIR name the pod files")
 
 # The monitoring example: it parses, and every metric its alerts use is one the agent
-# exports (names read from plugin/node_agent.cc, where each family is declared once).
+# exports (names read from agent/metrics.cc, whose table declares each family once).
 import re
-with open(os.path.join(deploy, "..", "plugin", "node_agent.cc")) as f:
-    exported = set(re.findall(r'm\.family\("([a-z_]+)"', f.read()))
+with open(os.path.join(deploy, "..", "agent", "metrics.cc")) as f:
+    exported = set(re.findall(r'\{"(rdmanet_[a-z_]+)", "(?:gauge|counter)"', f.read()))
 with open(os.path.join(deploy, "monitoring", "podmonitor.yaml")) as f:
     mon = [d for d in yaml.safe_load_all(f) if d]
 kinds = {d["kind"] for d in mon}

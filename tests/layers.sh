@@ -7,8 +7,11 @@
 #   netns   base                      the Linux boundary: namespaces, rtnetlink, sysfs
 #   rdma    base netns                the RDMA subsystem: RDMA netlink, GIDs, configfs
 #   cni     base                      the CNI protocol
-#   plugin  base netns rdma cni       the rdmanet plugin
+#   plugin  base netns rdma cni       the rdmanet plugin; it knows no IPAM implementation
 #   ipam    base cni                  the rdmanet-ipam plugin
+#   agent   base netns rdma cni plugin ipam
+#                                     the node agent, and the rdmanet binary's main, which
+#                                     hands the IPAM it links to the plugin
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -18,14 +21,15 @@ allowed() {
     netns) echo "base netns" ;;
     rdma) echo "base netns rdma" ;;
     cni) echo "base cni" ;;
-    plugin) echo "base netns rdma cni ipam plugin" ;;
+    plugin) echo "base netns rdma cni plugin" ;;
     ipam) echo "base cni ipam" ;;
+    agent) echo "base netns rdma cni plugin ipam agent" ;;
   esac
 }
 
 bad=0
 checked=0
-for layer in base netns rdma cni plugin ipam; do
+for layer in base netns rdma cni plugin ipam agent; do
   ok=$(allowed "$layer")
   for file in $(find "$layer" -name '*.h' -o -name '*.cc' | sort); do
     checked=$((checked + 1))

@@ -31,7 +31,7 @@ BURST="${BURST:-64}"
 TRACE_RUNS="${TRACE_RUNS:-5}"
 VERSION_RUNS="${VERSION_RUNS:-50}"
 REF_DIR="${REF_DIR:-/usr/lib/cni}"
-src_ours="${1:-$here/../../build/plugin/rdmanet}"
+src_ours="${1:-$here/../../build/agent/rdmanet}"
 src_ipam="${2:-$here/../../build/ipam/rdmanet-ipam}"
 
 die() {

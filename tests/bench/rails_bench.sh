@@ -24,7 +24,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 CYCLES="${CYCLES:-20}"
 RAILS="${RAILS:-8}"
 REF_DIR="${REF_DIR:-/usr/lib/cni}"
-src_ours="${1:-$here/../../build/plugin/rdmanet}"
+src_ours="${1:-$here/../../build/agent/rdmanet}"
 src_ipam="${2:-$here/../../build/ipam/rdmanet-ipam}"
 
 die() {

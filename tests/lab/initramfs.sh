@@ -4,7 +4,7 @@
 # Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--add SRC:DST]...
 #   KERNEL_ALIAS  7.3 or 6.1 (fetched by fetch.sh into the cache)
 #   --add SRC:DST copy host file SRC to DST in the guest (e.g. the CNI binary:
-#                 --add build/plugin/rdmanet:/opt/cni/bin/rdmanet); the
+#                 --add build/agent/rdmanet:/opt/cni/bin/rdmanet); the
 #                 shared libraries of a dynamic ELF are copied along.
 #
 # The image is two concatenated newc archives (the kernel unpacks them in
