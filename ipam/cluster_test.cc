@@ -7,8 +7,8 @@
 
 #include <fstream>
 
-#include "ipam/fake_etcd.h"
-#include "ipam/test_util.h"
+#include "ipam/testing/fake_etcd.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "ipam/test_http_server.h"
+#include "ipam/testing/test_http_server.h"
 
 namespace rdmanet::ipam {
 namespace {

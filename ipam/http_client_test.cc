@@ -18,7 +18,7 @@
 #include <string>
 
 #include "base/testing/temp_dir.h"
-#include "ipam/test_http_server.h"
+#include "ipam/testing/test_http_server.h"
 
 namespace rdmanet::ipam {
 namespace {
