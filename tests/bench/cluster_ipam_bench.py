@@ -11,7 +11,7 @@
 
 Every call is a fork+exec of the real binary with the CNI protocol, as a
 runtime makes it. Usage: cluster_ipam_bench.py [RDMANET_IPAM] (default
-build/ipam/rdmanet-ipam). Needs etcd-server, etcd-client, openssl (tests/deps.sh).
+build/ipam/rdmanet-ipam). Needs etcd-server, etcd-client, openssl (tests/tools/deps.sh).
 """
 
 import concurrent.futures

@@ -10,7 +10,7 @@
 #   plugin  base netns rdma cni       the rdmanet plugin
 #   ipam    base cni                  the rdmanet-ipam plugin
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 allowed() {
   case $1 in
