@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "binary"))
 from etcd_cluster import EtcdCluster, Node, check_invariant  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "200"))

@@ -39,7 +39,7 @@ for b in "$dir/plugin/rdmanet" "$dir/ipam/rdmanet-ipam"; do
   machine=$(readelf -h "$b" | sed -n 's/^ *Machine: *//p')
   [ "$machine" = AArch64 ] && ok "$(basename "$b") is an AArch64 executable" || bad "$(basename "$b"): $machine"
 done
-if tests/elf_deps.sh "$dir/plugin/rdmanet" "$dir/ipam/rdmanet-ipam"; then
+if tests/binary/elf_deps.sh "$dir/plugin/rdmanet" "$dir/ipam/rdmanet-ipam"; then
   ok "the arm64 binaries need only glibc 2.34 and unwind exceptions"
 else
   bad "the arm64 binaries' ELF check"
