@@ -1,5 +1,5 @@
 // The node agent in process: its options and its metrics. Its rounds against real pods,
-// devices and rdmanet-ipam are tests/node_agent_test.py (and the PCI lab tier).
+// devices and rdmanet-ipam are tests/binary/node_agent_test.py (and the PCI lab tier).
 #include "agent/node_agent.h"
 
 #include <gtest/gtest.h>

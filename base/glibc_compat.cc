@@ -9,7 +9,7 @@
 //     the code that threw.
 // With them, the binaries would refuse to start on Ubuntu 22.04 (glibc 2.35) or
 // RHEL 9 (2.34). Defined here, the linker binds those calls to these, and the
-// binaries need glibc 2.34 (tests/elf_deps.sh checks it). Both are built on calls
+// binaries need glibc 2.34 (tests/binary/elf_deps.sh checks it). Both are built on calls
 // every glibc since 2.25 has. Hidden: they serve the binary's own runtime and do
 // not interpose on the host glibc's.
 #include <dlfcn.h>

@@ -115,7 +115,7 @@ TEST(Result, Cidr) {
 TEST(Result, InteroperatesWithReferenceHostLocal) {
   const std::string plugin = "/usr/lib/cni/host-local";
   ASSERT_TRUE(std::filesystem::exists(plugin))
-      << plugin << " missing: install containernetworking-plugins (tests/deps.sh)";
+      << plugin << " missing: install containernetworking-plugins (tests/tools/deps.sh)";
   rdmanet::testutil::TempDir tmp("rdmanet-hl");
   ASSERT_FALSE(tmp.path().empty()) << "cannot create a temporary directory";
   const std::string& dir = tmp.path();

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <set>
 
-#include "ipam/test_util.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

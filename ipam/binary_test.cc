@@ -7,7 +7,7 @@
 #include <set>
 
 #include "ipam/store.h"
-#include "ipam/test_util.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ipam/test_util.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

@@ -17,8 +17,8 @@
 #include "ipam/allocator.h"
 #include "ipam/cluster.h"
 #include "ipam/etcd_layout.h"
-#include "ipam/fake_etcd.h"
-#include "ipam/test_util.h"
+#include "ipam/testing/fake_etcd.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

@@ -1,14 +1,14 @@
 // The node's range sets from the blocks it lists. Claims, adoption and release,
 // and their races, are in cluster_race_test.cc (against FakeEtcd) and
-// tests/ipam_cluster_test.py (against a real etcd cluster).
+// tests/binary/ipam_cluster_test.py (against a real etcd cluster).
 #include "ipam/cluster.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "ipam/fake_etcd.h"
-#include "ipam/test_util.h"
+#include "ipam/testing/fake_etcd.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

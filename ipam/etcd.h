@@ -5,7 +5,7 @@
 //
 // Why the JSON gateway and not gRPC: rdmanet-ipam is a short-lived CNI binary
 // that makes one or two calls when its node needs a new address block, and it
-// must depend on nothing but glibc (tests/elf_deps.sh). The gateway needs an
+// must depend on nothing but glibc (tests/binary/elf_deps.sh). The gateway needs an
 // HTTP/1.0 request and OpenSSL, which links statically; gRPC would bring
 // protobuf, abseil and c-ares for the same two calls.
 //

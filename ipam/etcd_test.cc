@@ -1,13 +1,13 @@
 // The etcd client: decoding the JSON gateway's answers (captured from etcd
 // 3.4.23) and moving between members, against test servers. The calls
-// themselves run against a real etcd cluster in tests/ipam_cluster_test.py.
+// themselves run against a real etcd cluster in tests/binary/ipam_cluster_test.py.
 #include "ipam/etcd.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "ipam/test_http_server.h"
+#include "ipam/testing/test_http_server.h"
 
 namespace rdmanet::ipam {
 namespace {

@@ -4,7 +4,7 @@
 // request, which the server closes after its answer.
 //
 // OpenSSL is linked statically (ipam/CMakeLists.txt): the node binary depends
-// on glibc alone (tests/elf_deps.sh).
+// on glibc alone (tests/binary/elf_deps.sh).
 #pragma once
 
 #include <chrono>

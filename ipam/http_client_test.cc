@@ -1,6 +1,6 @@
 // The HTTP client: endpoint URLs, the answers a server gives (whole, cut short,
 // not HTTP), TLS files that do not load, and name resolution bounded by the
-// deadline. Over TLS against real etcd members: tests/ipam_cluster_test.py.
+// deadline. Over TLS against real etcd members: tests/binary/ipam_cluster_test.py.
 #include "ipam/http_client.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "base/testing/temp_dir.h"
-#include "ipam/test_http_server.h"
+#include "ipam/testing/test_http_server.h"
 
 namespace rdmanet::ipam {
 namespace {

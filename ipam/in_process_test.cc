@@ -16,7 +16,7 @@
 #include "cni/delegate.h"
 #include "cni/error_code.h"
 #include "ipam/commands.h"
-#include "ipam/test_util.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

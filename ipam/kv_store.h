@@ -1,6 +1,6 @@
 // What cluster mode (cluster.h) needs of etcd: a range read and a transaction
 // with comparisons on revisions and put/delete operations, with etcd's meaning.
-// EtcdClient (etcd.h) is the real one; FakeEtcd (fake_etcd.h) is the tests'.
+// EtcdClient (etcd.h) is the real one; FakeEtcd (testing/fake_etcd.h) is the tests'.
 #pragma once
 
 #include <cstdint>

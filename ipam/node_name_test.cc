@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "ipam/test_util.h"
+#include "ipam/testing/test_util.h"
 
 namespace rdmanet::ipam {
 namespace {

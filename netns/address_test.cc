@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "netns/route.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

@@ -15,7 +15,7 @@
 #include <functional>
 
 #include "netns/address.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

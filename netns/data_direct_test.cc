@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "base/testing/temp_dir.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

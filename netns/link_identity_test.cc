@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

@@ -11,7 +11,7 @@
 #include <cerrno>
 
 #include "netns/address.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

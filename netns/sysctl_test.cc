@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

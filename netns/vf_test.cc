@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <linux/if_ether.h>
 
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::netns {
 namespace {

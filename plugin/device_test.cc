@@ -10,7 +10,7 @@
 #include "base/hex.h"
 #include "base/testing/temp_dir.h"
 #include "cni/error_code.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::plugin {
 namespace {

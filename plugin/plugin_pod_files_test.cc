@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 #include "plugin/testing/plugin_fixture.h"
 
 namespace rdmanet::plugin::testing {

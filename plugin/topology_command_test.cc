@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "base/testing/temp_dir.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::plugin {
 namespace {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "base/testing/temp_dir.h"
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 namespace rdmanet::rdma {
 namespace {

@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "tests/demo.sh: run as root" >&2; exit 1; }
 
-tests/deps.sh all
+tests/tools/deps.sh all
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build rdmanet rdmanet-ipam
 

@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "tests/run.sh: run as root (netns tests need CAP_NET_ADMIN)" >&2; exit 1; }
 
-tests/deps.sh all
+tests/tools/deps.sh all
 # Unity builds (batches of 16 files per compiler run) take a third of the time of one
 # run per file on 2 cores: most of it goes to nlohmann/json, gtest and fmt templates,
 # instantiated once per batch instead of once per file. Developers' builds (no flag)
@@ -15,9 +15,9 @@ unity="-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16"
 # shellcheck disable=SC2086 # $unity: two options
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $unity
 ninja -C build
-tests/check_format.sh
+tests/lint/check_format.sh
 # clang-tidy on what changed since the last full clean run (.ci/tidy-clean; see the script).
-tests/tidy.sh build --changed
+tests/lint/tidy.sh build --changed
 (cd build && ctest --output-on-failure --timeout 300 -j2)
 
 # Sanitizers and fuzzing, in one clang build where everything has ASan+UBSan

@@ -11,7 +11,7 @@
 
 Every call is a fork+exec of the real binary with the CNI protocol, as a
 runtime makes it. Usage: cluster_ipam_bench.py [RDMANET_IPAM] (default
-build/ipam/rdmanet-ipam). Needs etcd-server, etcd-client, openssl (tests/deps.sh).
+build/ipam/rdmanet-ipam). Needs etcd-server, etcd-client, openssl (tests/tools/deps.sh).
 """
 
 import concurrent.futures
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "binary"))
 from etcd_cluster import EtcdCluster, Node, check_invariant  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "200"))

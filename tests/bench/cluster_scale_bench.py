@@ -4,7 +4,7 @@
 NODES simulated nodes (own node name and data dir each; default 1,000) each start PODS
 pods (8) with RAILS rails (8: one network per rail, a /16 each, blocks of BLOCK bits), all
 through the real rdmanet-ipam binary with the CNI protocol, against a real 3-member etcd
-on 127.0.0.1 (TLS with client certificates; tests/etcd_cluster.py). PARALLEL workers
+on 127.0.0.1 (TLS with client certificates; tests/binary/etcd_cluster.py). PARALLEL workers
 (default 4) drive different nodes at once, so block claims contend as on a cluster that
 starts a job everywhere.
 
@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "binary"))
 from etcd_cluster import EtcdCluster, Node, check_invariant  # noqa: E402
 
 NODES = int(os.environ.get("NODES", "1000"))

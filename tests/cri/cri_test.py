@@ -306,7 +306,7 @@ def main():
         fail("needs root (containerd, netns, links)")
     for tool in ("containerd", "ctr", "runc", "containerd-shim-runc-v2", "nsenter", "ip"):
         if not shutil.which(tool):
-            fail(tool + " missing (tests/deps.sh installs it)")
+            fail(tool + " missing (tests/tools/deps.sh installs it)")
     rdmanet, ipam = (os.path.abspath(p) for p in sys.argv[1:])
     crinode.enter_private_mounts()
     node = Node(rdmanet, ipam)

@@ -73,7 +73,7 @@ def compile_cri_api(out_dir):
         f.writelines(lines)
     plugin = shutil.which("grpc_python_plugin")
     if not plugin or not shutil.which("protoc"):
-        fail("protoc or grpc_python_plugin missing (tests/deps.sh installs them)")
+        fail("protoc or grpc_python_plugin missing (tests/tools/deps.sh installs them)")
     r = run("protoc", "-I" + out_dir, "--python_out=" + out_dir, "--grpc_python_out=" + out_dir,
             "--plugin=protoc-gen-grpc_python=" + plugin, os.path.join(out_dir, "api.proto"),
             check=False)
@@ -103,7 +103,7 @@ def build_sandbox_image(path, tools=("sh", "sleep", "ip", "cat", "ping", "ls")):
     SANDBOX_IMAGE through the annotation containerd's import reads."""
     busybox = shutil.which("busybox")
     if not busybox:
-        fail("busybox missing (tests/deps.sh installs busybox-static)")
+        fail("busybox missing (tests/tools/deps.sh installs busybox-static)")
     with open(busybox, "rb") as f:
         bb = f.read()
     layer_io = io.BytesIO()

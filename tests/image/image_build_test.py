@@ -103,7 +103,7 @@ def main():
             stated = re.search(rf"`/opt/rdmanet/bin/{re.escape(b)}`[^|]*\|\s*([\d.]+) MB", section)
             check(stated is not None and abs(float(stated.group(1)) * 1e6 - len(data)) <= 0.15 * len(data),
                   f"deploy/README.md states {b}'s size", stated.group(0) if stated else "")
-        r = subprocess.run([os.path.join(imagelib.REPO, "tests/elf_deps.sh"),
+        r = subprocess.run([os.path.join(imagelib.REPO, "tests/binary/elf_deps.sh"),
                             os.path.join(tmp, "rdmanet"), os.path.join(tmp, "rdmanet-ipam")],
                            capture_output=True, text=True)
         check(r.returncode == 0, "the image's binaries depend on glibc alone", r.stdout + r.stderr)

@@ -64,7 +64,7 @@ class Podman:
 
 
 def debian_mirror():
-    return subprocess.run([os.path.join(REPO, "tests", "debian_mirror.sh")], check=True,
+    return subprocess.run([os.path.join(REPO, "tests", "tools", "debian_mirror.sh")], check=True,
                           capture_output=True, text=True).stdout.strip()
 
 

@@ -53,7 +53,7 @@ fi
 
 # --- which mirror --------------------------------------------------------------
 # The Debian mirror the host's own sources use (never a hard-coded one).
-MIRROR=$("$(dirname "$0")/../debian_mirror.sh") || die "no Debian mirror for this release found in /etc/apt/sources*"
+MIRROR=$("$(dirname "$0")/../tools/debian_mirror.sh") || die "no Debian mirror for this release found in /etc/apt/sources*"
 
 # --- private APT -------------------------------------------------------------------
 APTDIR=$CACHE/apt

@@ -1,6 +1,6 @@
 #!/bin/sh
 # arm64, for Grace-based GPU nodes (GH200, GB200): both node binaries and the unit tests
-# cross-built with Debian's cross compiler and arm64 -dev packages (tests/cross.sh), the
+# cross-built with Debian's cross compiler and arm64 -dev packages (tests/tools/cross.sh), the
 # binaries checked as the amd64 ones are (glibc only, at most 2.34, exceptions unwind), and
 # the unit and CNI protocol tests run under qemu-user.
 #
@@ -23,9 +23,9 @@ set -eu
 src=$1 dir=$2
 cd "$src"
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (apt, binfmt_misc)"; exit 1; }
-tests/cross.sh deps arm64
+tests/tools/cross.sh deps arm64
 t0=$(date +%s)
-tests/cross.sh configure arm64 "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
+tests/tools/cross.sh configure arm64 "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
   -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DRDMANET_TESTS=ON >/dev/null
 ninja -C "$dir" rdmanet rdmanet-ipam base_test cni_test rdma_test ipam_test plugin_unit_test agent_test \
   >"$dir/ninja.log" 2>&1 || { tail -50 "$dir/ninja.log"; echo "FAIL: arm64 build"; exit 1; }
@@ -39,7 +39,7 @@ for b in "$dir/agent/rdmanet" "$dir/ipam/rdmanet-ipam"; do
   machine=$(readelf -h "$b" | sed -n 's/^ *Machine: *//p')
   [ "$machine" = AArch64 ] && ok "$(basename "$b") is an AArch64 executable" || bad "$(basename "$b"): $machine"
 done
-if tests/elf_deps.sh "$dir/agent/rdmanet" "$dir/ipam/rdmanet-ipam"; then
+if tests/binary/elf_deps.sh "$dir/agent/rdmanet" "$dir/ipam/rdmanet-ipam"; then
   ok "the arm64 binaries need only glibc 2.34 and unwind exceptions"
 else
   bad "the arm64 binaries' ELF check"
@@ -50,7 +50,7 @@ cni() { # CNI_COMMAND STDIN -> stdout; status in $rc
   rc=0
   out=$(printf '%s' "$2" | env -i CNI_COMMAND="$1" CNI_CONTAINERID=c1 CNI_IFNAME=net1 \
     CNI_NETNS=/proc/self/ns/net CNI_PATH=/nonexistent \
-    tests/cross.sh run arm64 "$dir/agent/rdmanet" 2>/dev/null) || rc=$?
+    tests/tools/cross.sh run arm64 "$dir/agent/rdmanet" 2>/dev/null) || rc=$?
 }
 cni VERSION '{"cniVersion":"1.0.0"}'
 [ $rc -eq 0 ] && echo "$out" | grep -q '"supportedVersions":\["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"\]' &&
@@ -62,7 +62,7 @@ cni ADD '{"cniVersion":"9.9.9","name":"n","type":"rdmanet","device":"x"}'
 cni ADD '{"cniVersion":"1.0.0","name":"n","type":"rdmanet","mtu":"9000","device":"x"}'
 [ $rc -ne 0 ] && echo "$out" | grep -q '"code":7' && echo "$out" | grep -q mtu &&
   ok "a wrong type: code 7 naming the field" || bad "wrong type: $rc $out"
-v=$(tests/cross.sh run arm64 "$dir/agent/rdmanet" version)
+v=$(tests/tools/cross.sh run arm64 "$dir/agent/rdmanet" version)
 [ "$v" = "rdmanet $(sed -n 's/^project(rdmanet VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)" ] &&
   ok "rdmanet version: $v" || bad "rdmanet version: $v"
 

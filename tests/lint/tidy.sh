@@ -3,11 +3,11 @@
 # using BUILD_DIR's compile_commands.json. Prints each file's findings; non-zero if any
 # file has one.
 #
-#   tests/tidy.sh BUILD_DIR               every C++ source of the layers (~11 min on 2 cores)
-#   tests/tidy.sh BUILD_DIR --changed     only what changed since the last full clean run
-#   tests/tidy.sh BUILD_DIR --record      what --changed checks, and on success writes
-#                                         .ci/tidy-clean (a full run when there is none)
-#   tests/tidy.sh BUILD_DIR FILE...       those files
+#   tests/lint/tidy.sh BUILD_DIR               every C++ source of the layers (~11 min on 2 cores)
+#   tests/lint/tidy.sh BUILD_DIR --changed     only what changed since the last full clean run
+#   tests/lint/tidy.sh BUILD_DIR --record      what --changed checks, and on success writes
+#                                              .ci/tidy-clean (a full run when there is none)
+#   tests/lint/tidy.sh BUILD_DIR FILE...       those files
 #
 # .ci/tidy-clean lists the git blob id of every source and header a full run found clean,
 # with the clang-tidy version and .clang-tidy's id. --changed (what CI runs, on a clean
@@ -19,9 +19,9 @@ set -eu
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [--changed|--record|FILE...]" >&2; exit 2; }
 build=$(cd "$1" && pwd)
 shift
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ -f "$build/compile_commands.json" ] || { echo "tidy: no $build/compile_commands.json" >&2; exit 1; }
-command -v clang-tidy >/dev/null || { echo "tidy: clang-tidy missing (tests/deps.sh installs it)" >&2; exit 1; }
+command -v clang-tidy >/dev/null || { echo "tidy: clang-tidy missing (tests/tools/deps.sh installs it)" >&2; exit 1; }
 # A unity build (tests/run.sh makes one; its -D without a type is cached UNINITIALIZED)
 # compiles batches of files, so its compile database has no entry per file: configure
 # (not build) the same tree without batching next to it and use that database.

@@ -1,4 +1,4 @@
-#include "netns/test_util.h"
+#include "netns/testing/test_util.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

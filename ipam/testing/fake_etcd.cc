@@ -1,4 +1,4 @@
-#include "ipam/fake_etcd.h"
+#include "ipam/testing/fake_etcd.h"
 
 #include <algorithm>
 #include <set>

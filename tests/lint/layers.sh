@@ -13,7 +13,7 @@
 #                                     the node agent, and the rdmanet binary's main, which
 #                                     hands the IPAM it links to the plugin
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 allowed() {
   case $1 in

@@ -31,7 +31,7 @@ case $arch in
 esac
 cache=${RDMANET_CROSS_CACHE:-/var/cache/rdmanet-cross}
 sysroot=$cache/sysroot-$arch
-# What the binaries link (static libnl and OpenSSL: tests/elf_deps.sh) and what the unit
+# What the binaries link (static libnl and OpenSSL: tests/binary/elf_deps.sh) and what the unit
 # tests link. Headers-only libraries (nlohmann/json, spdlog, fmt) are the same for every
 # architecture: the machine's own copies serve.
 target_pkgs="libnl-3-dev libnl-route-3-dev libssl-dev libgtest-dev libgmock-dev"

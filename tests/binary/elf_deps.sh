@@ -6,7 +6,7 @@
 # glibc 2.35's _dl_find_object (a logFile spdlog cannot open throws inside the
 # binary; the call must catch it, warn, and go on).
 # Binaries of another architecture (arm64 on an amd64 builder) are run under qemu-user
-# (tests/cross.sh run).
+# (tests/tools/cross.sh run).
 set -eu
 max_glibc=2.34
 allowed="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1"
@@ -39,7 +39,7 @@ for bin in "$@"; do
   rc=0
   printf '{"cniVersion":"1.0.0","name":"n","type":"rdmanet","logFile":"/proc/version/x/y.log","stateDir":"%s/s","ipam":{"type":"rdmanet-ipam","dataDir":"%s/i","ranges":[[{"subnet":"10.9.0.0/24"}]]}}' "$tmp" "$tmp" |
     CNI_COMMAND=DEL CNI_CONTAINERID=x CNI_IFNAME=net1 CNI_PATH=/nonexistent \
-    "$(dirname "$0")/cross.sh" run "$arch" "$bin" >/dev/null 2>"$tmp/err" || rc=$?
+    "$(dirname "$0")/../tools/cross.sh" run "$arch" "$bin" >/dev/null 2>"$tmp/err" || rc=$?
   if [ $rc -ge 128 ] || ! grep -q "cannot open logFile /proc/version/x/y.log" "$tmp/err"; then
     echo "FAIL: $bin did not survive a caught exception (exit $rc): $(cat "$tmp/err")" >&2
     status=1

@@ -51,7 +51,7 @@ def ports(n):
 
 for tool in ("kubectl", "etcd", "openssl"):
     if not shutil.which(tool):
-        sys.exit(f"FAIL: {tool} missing (tests/deps.sh installs it)")
+        sys.exit(f"FAIL: {tool} missing (tests/tools/deps.sh installs it)")
 built = subprocess.run(["kubectl", "kustomize", os.path.join(deploy, "etcd")], capture_output=True,
                        text=True)
 check(built.returncode == 0, "deploy/etcd builds: " + built.stderr.strip()[-200:])

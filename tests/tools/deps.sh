@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what building and testing rdmanet needs, from Debian's packages.
 # Idempotent: does nothing when everything is already installed.
-# Usage: tests/deps.sh [build|test|all]   (default: all)
+# Usage: tests/tools/deps.sh [build|test|all]   (default: all)
 #   build: what compiling the two node binaries needs (deploy/Containerfile's build stage)
 #   test:  what the test tiers run (compilers for the tests, linters, peers, podman, the
 #          image and cross-build tiers' tools)

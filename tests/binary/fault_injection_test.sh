@@ -58,7 +58,7 @@ case $mode in
 esac
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (netns, links); it does not skip" >&2; exit 1; }
 for tool in strace ip awk diff; do
-  command -v $tool >/dev/null || { echo "FAIL: $tool missing (tests/deps.sh installs it)" >&2; exit 1; }
+  command -v $tool >/dev/null || { echo "FAIL: $tool missing (tests/tools/deps.sh installs it)" >&2; exit 1; }
 done
 for bin in "$rdmanet" "$ipam"; do
   [ -x "$bin" ] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }

@@ -427,7 +427,7 @@ def main():
         fail("needs root (netns, links)")
     for tool in ("ip", "strace"):
         if not shutil.which(tool):
-            fail(tool + " missing (tests/deps.sh installs it)")
+            fail(tool + " missing (tests/tools/deps.sh installs it)")
     node = Node(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]))
     try:
         scenario(node)

@@ -164,7 +164,7 @@ def main():
     if len(sys.argv) != 3:
         fail("usage: syscall_count_test.py RDMANET RDMANET_IPAM")
     if not shutil.which("strace"):
-        fail("strace missing (tests/deps.sh installs it)")
+        fail("strace missing (tests/tools/deps.sh installs it)")
     node = Node(sys.argv[1], sys.argv[2])
     try:
         node.setup()

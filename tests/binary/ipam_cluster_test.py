@@ -30,7 +30,7 @@ class ClusterIpam(unittest.TestCase):
     def setUpClass(cls):
         for tool in ("etcd", "etcdctl", "openssl", "strace"):
             if shutil.which(tool) is None:
-                raise RuntimeError(f"{tool} is not installed (tests/deps.sh installs it)")
+                raise RuntimeError(f"{tool} is not installed (tests/tools/deps.sh installs it)")
         cls.etcd = EtcdCluster().start()
 
     @classmethod

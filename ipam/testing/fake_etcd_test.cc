@@ -2,7 +2,7 @@
 // etcd 3.4.23 (etcdctl and the JSON gateway): a put moves the revision even when
 // the value is the same, a delete of a missing key does not, a missing key
 // compares as revision 0, one key written twice in a txn is refused.
-#include "ipam/fake_etcd.h"
+#include "ipam/testing/fake_etcd.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@ set -eu
 rdmanet=$1
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root" >&2; exit 1; }
 for tool in podman runc busybox; do
-  command -v $tool >/dev/null || { echo "FAIL: $tool missing (tests/deps.sh installs it)" >&2; exit 1; }
+  command -v $tool >/dev/null || { echo "FAIL: $tool missing (tests/tools/deps.sh installs it)" >&2; exit 1; }
 done
 
 work=$(mktemp -d /tmp/rdmanet-podman.XXXXXX)

@@ -70,7 +70,7 @@ for d in [x for x in needed if os.path.isdir(os.path.join(root, x))]:
 runs = " ".join(l for l in lines if l.startswith("RUN "))
 for script in re.findall(r"\b(tests/[\w./-]+\.sh)\b", runs):
     needed.add(script)
-check("base" in needed and "plugin" in needed and "tests/cross.sh" in needed,
+check("base" in needed and "plugin" in needed and "tests/tools/cross.sh" in needed,
       f"the list of what the build uses is complete enough to mean something ({len(needed)} paths)")
 missing = sorted(p for p in needed if ignored(p, patterns))
 check(not missing, f".containerignore leaves out nothing the build uses: {missing[:10]}")
@@ -96,10 +96,10 @@ for l in lines[first_copy:whole]:
 froms = [l.split() for l in lines if l.startswith("FROM ")]
 check(len(froms) >= 2 and all(any(w.startswith("debian:") for w in f) for f in froms),
       f"multi-stage, Debian bases: {froms}")
-check("tests/deps.sh build" in runs, "build stage installs dependencies with tests/deps.sh build")
+check("tests/tools/deps.sh build" in runs, "build stage installs dependencies with tests/tools/deps.sh build")
 check("-DRDMANET_TESTS=OFF" in runs, "build without tests")
 check(re.search(r"ninja -C \S+ rdmanet rdmanet-ipam", runs) is not None, "builds both binaries with ninja")
-check("tests/elf_deps.sh" in runs, "build stage checks the binaries depend only on glibc")
+check("tests/binary/elf_deps.sh" in runs, "build stage checks the binaries depend only on glibc")
 check(runs.count(" strip ") >= 2, "both binaries are stripped")
 for l in lines:
     if not l.startswith("COPY "):
@@ -109,7 +109,7 @@ for l in lines:
         continue
     for src in args[:-1]:
         check(os.path.exists(os.path.join(root, src)), f"COPY source {src} exists")
-for f in ("deps.sh", "elf_deps.sh", "cross.sh", "debian_mirror.sh"):
+for f in ("tools/deps.sh", "binary/elf_deps.sh", "tools/cross.sh", "tools/debian_mirror.sh"):
     check(os.access(os.path.join(root, "tests", f), os.X_OK), f"tests/{f} is executable")
 check(re.search(r"COPY --from=build .*rdmanet .*rdmanet-ipam", text) is not None, "runtime stage gets both binaries")
 entry = [l for l in lines if l.startswith("ENTRYPOINT")]

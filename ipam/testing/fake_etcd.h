@@ -5,7 +5,7 @@
 // does not answer, an answer lost after the commit, a transaction still in
 // flight that lands later.
 //
-// A test double although etcd runs here (tests/ipam_cluster_test.py): there a
+// A test double although etcd runs here (tests/binary/ipam_cluster_test.py): there a
 // lost answer needs a dropping proxy and a race needs luck; here the claim,
 // adoption and release races of cluster.h run in milliseconds, in an order the
 // test chooses.
