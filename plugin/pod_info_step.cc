@@ -7,7 +7,6 @@
 #include "netns/ip_address.h"
 #include "netns/link.h"
 #include "netns/pci_topology.h"
-#include "netns/sysfs.h"
 #include "plugin/pod_info.h"
 #include "plugin/steps.h"
 
@@ -16,22 +15,6 @@ namespace rdmanet::plugin {
 using nlohmann::json;
 
 namespace {
-
-// The NUMA node sysfs gives the PCI function (-1 where the platform has none).
-std::optional<int> numa_node(const std::string& sysfs_root, const std::string& pci) {
-  if (!netns::is_pci_address(pci)) {
-    return std::nullopt;
-  }
-  auto text = read_file(sysfs_root + "/bus/pci/devices/" + pci + "/numa_node", 64);
-  if (!text || !*text) {
-    return std::nullopt;
-  }
-  try {
-    return std::stoi(**text);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
 
 // The rail's RDMA device as the pod sees it: device, port, link layer, the GIDs of the pod
 // interface with their indexes and types, the RoCE v2 GID index of each address family,
@@ -89,7 +72,7 @@ Status write_pod_info(Attachment& a, const cni::Result& ipam) {
   }
   if (!a.device().pci.empty()) {
     rail["pciAddress"] = a.device().pci;
-    if (auto node = numa_node(a.conf().sysfs_root, a.device().pci); node) {
+    if (auto node = netns::pci_numa_node(a.conf().sysfs_root, a.device().pci); node) {
       rail["numaNode"] = *node;
     }
     add_gpu_facts(a.conf().sysfs_root, a.device().pci, &rail);
