@@ -112,51 +112,8 @@ Status Dir::write(const std::string& name, const std::string& data, mode_t mode)
 
 Expected<std::optional<std::string>> Dir::read_own(const std::string& name, size_t max_size) const {
   TRY(check_component(name));
-  const std::string path = path_ + "/" + name;
-  Fd fd(::openat(fd_.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) {
-    if (errno == ENOENT) {
-      return std::optional<std::string>();
-    }
-    return io_error("read " + path + (errno == ELOOP ? " (a symlink)" : ""), errno);
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    return io_error("stat " + path, errno);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return Error(ErrorKind::kIo, "read " + path + ": not a regular file");
-  }
-  if (st.st_uid != ::geteuid() || st.st_nlink != 1) {
-    return Error(ErrorKind::kIo, "read " + path + ": not a file rdmanet wrote (owner uid " +
-                                     std::to_string(st.st_uid) + ", " +
-                                     std::to_string(st.st_nlink) + " links)");
-  }
-  if (static_cast<size_t>(st.st_size) > max_size) {
-    return Error(ErrorKind::kIo,
-                 "read " + path + ": larger than " + std::to_string(max_size) + " bytes");
-  }
-  std::string data(max_size + 1, '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return io_error("read " + path, errno);
-    }
-    if (n == 0) {
-      break;
-    }
-    got += static_cast<size_t>(n);
-  }
-  if (got > max_size) {
-    return Error(ErrorKind::kIo,
-                 "read " + path + ": larger than " + std::to_string(max_size) + " bytes");
-  }
-  data.resize(got);
-  return std::optional<std::string>(std::move(data));
+  return read_file_at(fd_.get(), name, path_ + "/" + name,
+                      {.max_size = max_size, .only_own = true});
 }
 
 Status Dir::remove(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -73,10 +74,13 @@ Status make_directories(const std::string& path, mode_t mode) {
   return make_directory(path, mode);
 }
 
-int write_all(int fd, std::string_view data) {
+int write_all(int fd, std::string_view data, std::optional<off_t> offset) {
   size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    const char* from = data.data() + off;
+    const size_t size = data.size() - off;
+    ssize_t n = offset ? ::pwrite(fd, from, size, *offset + static_cast<off_t>(off))
+                       : ::write(fd, from, size);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -156,54 +160,112 @@ bool changed_before_this_boot(const std::string& path) {
   return st.st_ctim.tv_sec < booted;
 }
 
-Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) {
+    return "a directory";
+  }
+  if (S_ISLNK(mode)) {
+    return "a symlink";
+  }
+  return S_ISFIFO(mode) ? "a FIFO" : "a special file";
+}
+
+namespace {
+
+Error refused_by_default(const std::string& what, Refusal why, const struct stat& st,
+                         size_t max_size) {
+  switch (why) {
+    case Refusal::kNotRegular:
+      return Error(ErrorKind::kIo,
+                   "read " + what + ": not a regular file (" + file_type_name(st.st_mode) + ")");
+    case Refusal::kNotOwn:
+      return Error(ErrorKind::kIo, "read " + what + ": not a file rdmanet wrote (owner uid " +
+                                       std::to_string(st.st_uid) + ", " +
+                                       std::to_string(st.st_nlink) + " links)");
+    case Refusal::kTooLarge:
+      break;
+  }
+  return Error(ErrorKind::kIo,
+               "read " + what + ": larger than " + std::to_string(max_size) + " bytes");
+}
+
+}  // namespace
+
+Expected<std::optional<std::string>> read_file_at(int dir_fd, const std::string& name,
+                                                  const std::string& what,
+                                                  const ReadOptions& options) {
+  auto refuse = [&](Refusal why, const struct stat& st) {
+    return options.refused ? options.refused(what, why, st)
+                           : refused_by_default(what, why, st, options.max_size);
+  };
+  // O_NOFOLLOW: a symlink fails the open (ELOOP, then fstatat says what is there);
+  // O_NONBLOCK: a FIFO does not block it.
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) {
-    if (errno == ENOENT) {
+    const int err = errno;
+    if (err == ENOENT) {
       return std::optional<std::string>();
     }
-    return io_error("read " + path, errno);
+    struct stat st {};
+    if (err == ELOOP && ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      return refuse(Refusal::kNotRegular, st);
+    }
+    return io_error("read " + what, err);
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
-    return io_error("stat " + path, errno);
+    return io_error("stat " + what, errno);
   }
   if (!S_ISREG(st.st_mode)) {
-    return Error(ErrorKind::kIo, "read " + path + ": not a regular file");
+    return refuse(Refusal::kNotRegular, st);
   }
+  if (options.only_own && (st.st_uid != ::geteuid() || st.st_nlink != 1)) {
+    return refuse(Refusal::kNotOwn, st);
+  }
+  // To the end, whatever st_size says; room for one byte beyond the limit tells a file that
+  // is too large.
+  const size_t max_size = options.max_size;
+  const size_t size_seen = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
   std::string data;
-  char buf[65536];
+  size_t got = 0;
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
+    if (got == data.size()) {
+      if (got > max_size) {
+        return refuse(Refusal::kTooLarge, st);
       }
-      return io_error("read " + path, errno);
+      const size_t more = std::max<size_t>({size_seen, got, 4096});
+      data.resize(got + std::min(max_size - got, more) + 1);
+    }
+    ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return io_error("read " + what, errno);
     }
     if (n == 0) {
       break;
     }
-    if (data.size() + static_cast<size_t>(n) > max_size) {
-      return Error(ErrorKind::kIo,
-                   "read " + path + ": larger than " + std::to_string(max_size) + " bytes");
-    }
-    data.append(buf, static_cast<size_t>(n));
+    got += static_cast<size_t>(n);
   }
+  data.resize(got);
   return std::optional<std::string>(std::move(data));
 }
 
+Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size) {
+  return read_file_at(AT_FDCWD, path, path, {.max_size = max_size});
+}
+
 Expected<std::vector<std::string>> directory_entries(int dir_fd, const std::string& what) {
-  int fd = ::dup(dir_fd);
-  if (fd < 0) {
+  Fd fd(::dup(dir_fd));
+  if (!fd.valid()) {
     return io_error("listing " + what, errno);
   }
-  DIR* d = ::fdopendir(fd);
+  DIR* d = ::fdopendir(fd.get());
   if (d == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return io_error("listing " + what, err);
+    return io_error("listing " + what, errno);
   }
+  fd.release();  // closedir closes it
   ::rewinddir(d);
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): d is this call's own

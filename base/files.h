@@ -3,6 +3,7 @@
 // private directories whose contents rdmanet trusts.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -26,8 +27,9 @@ Status make_directories(const std::string& path, mode_t mode);
 Status check_private_directory(const std::string& path);
 
 // Writes all of `data` to `fd`, going on after short writes and EINTR; returns 0, or the
-// errno of the write that failed.
-int write_all(int fd, std::string_view data);
+// errno of the write that failed. With an `offset`, writes there (pwrite: the file position
+// stays where it was).
+int write_all(int fd, std::string_view data, std::optional<off_t> offset = std::nullopt);
 
 // What a write must survive. A crash of the process leaves the page cache, so a file
 // written and renamed into place is there whole afterwards; a crash of the machine (power,
@@ -63,10 +65,41 @@ int move_into_place(int dir_fd, const std::string& tmp, const std::string& name)
 // changed since the boot is something else, and stays an error.
 bool changed_before_this_boot(const std::string& path);
 
-// The whole content of a regular file; std::nullopt when it does not exist. Never follows
-// a symlink in the last component, never blocks on a FIFO (both kIo, naming the path).
-// Files above `max_size` bytes are refused (kIo): what rdmanet reads it wrote itself.
+// Why read_file_at refuses a file that is there.
+enum class Refusal {
+  kNotRegular,  // a symlink (never followed), a directory, a FIFO (never blocked on), a socket
+  kNotOwn,      // ReadOptions::only_own: another user's file, or one with another link
+  kTooLarge,    // more than ReadOptions::max_size bytes
+};
+
+// What read_file_at accepts, and how it words a refusal.
+struct ReadOptions {
+  size_t max_size = 16 << 20;
+  // Only a file this process's user owns and that has no other link (no hard link to a file
+  // elsewhere): for trees others can write in (Dir::read_own).
+  bool only_own = false;
+  // The error for a refused file, given what it is (type, owner, links); unset: kIo, "read
+  // <what>: not a regular file (a FIFO)", "...: not a file rdmanet wrote (owner uid 0, 2
+  // links)", "...: larger than <max_size> bytes".
+  Error (*refused)(const std::string& what, Refusal why, const struct stat& st) = nullptr;
+};
+
+// The whole content of the regular file `name` in the directory `dir_fd` (AT_FDCWD: `name`
+// is a path), read to its end whatever its size says (procfs and sysfs report 0 or 4096);
+// std::nullopt when there is none. One open, one fstat, reads until EOF. Errors name `what`
+// (kIo for a failed call; refusals as ReadOptions::refused says).
+Expected<std::optional<std::string>> read_file_at(int dir_fd, const std::string& name,
+                                                  const std::string& what,
+                                                  const ReadOptions& options = {});
+
+// read_file_at(AT_FDCWD, path, path): the whole content of a regular file, std::nullopt when
+// it does not exist; a symlink in the last component, a FIFO or more than `max_size` bytes
+// is refused (kIo, naming the path): what rdmanet reads it wrote itself.
 Expected<std::optional<std::string>> read_file(const std::string& path, size_t max_size = 16 << 20);
+
+// What a file that is not a regular one is, for errors naming it: "a directory", "a symlink",
+// "a FIFO", "a special file".
+const char* file_type_name(mode_t mode);
 
 // The names in a directory, without "." and "..", in no particular order. A directory
 // that is not there has none; other failures are kIo naming `what`.

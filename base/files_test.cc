@@ -201,6 +201,119 @@ TEST_F(AtomicFile, DirectoryEntriesAreTheNamesWithoutDots) {
   EXPECT_NE(file.error().msg().find(dir + "/a.json"), std::string::npos) << file.error().msg();
 }
 
+class ReadFile : public AtomicFile {
+ protected:
+  void SetUp() override {
+    AtomicFile::SetUp();
+    dir_.reset(::open(tmp_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(dir_.valid());
+  }
+  Expected<std::optional<std::string>> read(const std::string& name,
+                                            const ReadOptions& options = {}) {
+    return read_file_at(dir_.get(), name, tmp_.path() + "/" + name, options);
+  }
+  Fd dir_;
+};
+
+TEST_F(ReadFile, ReadsAFileOfTheDirectoryAndNothingForNoFile) {
+  std::ofstream(tmp_.path() + "/f") << "content";
+  auto text = read("f");
+  ASSERT_TRUE(text.ok()) << text.error().msg();
+  EXPECT_EQ(text->value_or("none"), "content");
+  auto none = read("missing");
+  ASSERT_TRUE(none.ok()) << none.error().msg();
+  EXPECT_FALSE(*none);
+  auto by_path = read_file(tmp_.path() + "/f");
+  ASSERT_TRUE(by_path.ok()) << by_path.error().msg();
+  EXPECT_EQ(by_path->value_or("none"), "content");
+}
+
+// procfs says 0 bytes, sysfs 4096, whatever the file holds.
+TEST_F(ReadFile, ReadsToTheEndWhateverTheSizeSays) {
+  auto status = read_file("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.error().msg();
+  ASSERT_TRUE(*status);
+  EXPECT_NE((*status)->find("\nPid:"), std::string::npos) << **status;
+}
+
+TEST_F(ReadFile, RefusesWhatIsNotARegularFileWithoutFollowingOrBlocking) {
+  std::ofstream(tmp_.path() + "/target") << "elsewhere";
+  fs::create_symlink(tmp_.path() + "/target", tmp_.path() + "/link");
+  ASSERT_EQ(::mkfifo((tmp_.path() + "/fifo").c_str(), 0600), 0);
+  fs::create_directory(tmp_.path() + "/dir");
+  for (const auto& [name, type] : {std::pair{"link", "a symlink"}, std::pair{"fifo", "a FIFO"},
+                                   std::pair{"dir", "a directory"}}) {
+    auto text = read(name);  // a FIFO must not block
+    ASSERT_FALSE(text.ok()) << name;
+    EXPECT_EQ(text.error().kind(), ErrorKind::kIo);
+    EXPECT_EQ(text.error().msg(),
+              "read " + tmp_.path() + "/" + name + ": not a regular file (" + type + ")");
+  }
+}
+
+TEST_F(ReadFile, RefusesMoreThanTheLimit) {
+  std::ofstream(tmp_.path() + "/f") << std::string(10000, 'a');
+  auto exact = read("f", {.max_size = 10000});
+  ASSERT_TRUE(exact.ok()) << exact.error().msg();
+  EXPECT_EQ(exact->value_or("").size(), 10000U);
+  auto over = read("f", {.max_size = 9999});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(over.error().msg().find("larger than 9999 bytes"), std::string::npos)
+      << over.error().msg();
+}
+
+// Dir::read_own: a hard link to a file elsewhere, or a file of another user, is not one
+// rdmanet wrote.
+TEST_F(ReadFile, OnlyOwnRefusesAnotherLinkOrAnotherUsersFile) {
+  std::ofstream(tmp_.path() + "/f") << "ours";
+  auto own = read("f", {.only_own = true});
+  ASSERT_TRUE(own.ok()) << own.error().msg();
+  EXPECT_EQ(own->value_or(""), "ours");
+  ASSERT_EQ(::link((tmp_.path() + "/f").c_str(), (tmp_.path() + "/g").c_str()), 0);
+  auto linked = read("f", {.only_own = true});
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.error().msg().find("not a file rdmanet wrote"), std::string::npos);
+  EXPECT_NE(linked.error().msg().find("2 links"), std::string::npos) << linked.error().msg();
+  EXPECT_TRUE(read("f").ok()) << "only when asked";
+
+  std::ofstream(tmp_.path() + "/theirs") << "x";
+  ASSERT_EQ(::chown((tmp_.path() + "/theirs").c_str(), 65534, 65534), 0) << "needs root";
+  auto theirs = read("theirs", {.only_own = true});
+  ASSERT_FALSE(theirs.ok());
+  EXPECT_NE(theirs.error().msg().find("owner uid 65534"), std::string::npos)
+      << theirs.error().msg();
+}
+
+Error refused_as_state(const std::string& what, Refusal why, const struct stat& st) {
+  if (why == Refusal::kTooLarge) {
+    return Error(ErrorKind::kState, what + " too large");
+  }
+  return Error(ErrorKind::kState, what + " is " + file_type_name(st.st_mode));
+}
+
+TEST_F(ReadFile, TheCallerWordsARefusal) {
+  fs::create_symlink(tmp_.path() + "/target", tmp_.path() + "/link");
+  std::ofstream(tmp_.path() + "/big") << "12345";
+  const ReadOptions options{.max_size = 4, .refused = &refused_as_state};
+  auto link = read("link", options);
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.error().kind(), ErrorKind::kState);
+  EXPECT_EQ(link.error().msg(), tmp_.path() + "/link is a symlink");
+  auto big = read("big", options);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().msg(), tmp_.path() + "/big too large");
+}
+
+TEST_F(AtomicFile, WriteAllAtAnOffsetLeavesThePositionAlone) {
+  Fd fd(::open((tmp_.path() + "/f").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(write_all(fd.get(), "abcdef"), 0);
+  ASSERT_EQ(write_all(fd.get(), "XY", 2), 0);
+  ASSERT_EQ(write_all(fd.get(), "!"), 0);
+  EXPECT_EQ(content_of(tmp_.path() + "/f"), "abXYef!");
+}
+
 TEST(AbsolutePath, RefusesRelativeNulAndClimbing) {
   EXPECT_TRUE(check_absolute_path("/var/lib/cni", "stateDir", ErrorKind::kState).ok());
   EXPECT_TRUE(check_absolute_path("/a/..b/c..", "stateDir", ErrorKind::kState).ok());

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,7 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "base/fd.h"
 #include "base/files.h"
 #include "base/json_fields.h"
 
@@ -69,34 +67,9 @@ std::optional<Version> parse_device_info_version(const std::string& text) {
   return v;
 }
 
-// The file's content; nullopt when there is no file.
+// The file's content; nullopt when there is no file. A symlink or a FIFO there is refused.
 Expected<std::optional<std::string>> read_existing(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) {
-    if (errno == ENOENT) {
-      return std::optional<std::string>();
-    }
-    return Error(ErrorKind::kIo, "read device-info file " + path + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Error(ErrorKind::kIo, "device-info file " + path + " is not a regular file");
-  }
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return Error(ErrorKind::kIo, "read device-info file " + path + ": " + std::strerror(errno));
-    }
-    if (n == 0) {
-      return std::optional<std::string>(std::move(text));
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
+  return read_file_at(AT_FDCWD, path, "device-info file " + path);
 }
 
 // Why an existing document cannot take our keys; empty when it can.

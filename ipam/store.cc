@@ -8,7 +8,7 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
+#include <optional>
 
 #include "base/files.h"
 
@@ -18,89 +18,29 @@ namespace {
 
 constexpr const char* kTmpPrefix = ".tmp-";
 
-int open_dir(int at, const char* name) {
-  return openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
-
-Status write_all(int fd, const char* data, size_t size, off_t offset, const std::string& what) {
-  while (size > 0) {
-    ssize_t n = pwrite(fd, data, size, offset);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return io_error("writing " + what, errno);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += n;
-  }
-  return ok_status();
-}
-
-// What a store file that is not a regular file is instead, for the error naming it.
-const char* file_type(mode_t mode) {
-  if (S_ISDIR(mode)) {
-    return "a directory";
-  }
-  if (S_ISLNK(mode)) {
-    return "a symlink";
-  }
-  return S_ISFIFO(mode) ? "a FIFO" : "a special file";
+Fd open_dir(int at, const char* name) {
+  return Fd(openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 }
 
 Error not_a_file(const std::string& what, mode_t mode) {
-  return Error(ErrorKind::kState, what + " is " + file_type(mode) +
+  return Error(ErrorKind::kState, what + " is " + file_type_name(mode) +
                                       ", not a file this plugin wrote; remove it by hand");
 }
 
-// The content of a file, nullopt when it does not exist. Anything but a regular file (a
-// directory, a symlink, a FIFO that would block) is kState naming it: no write of ours
-// makes one.
-Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& name,
-                                               const std::string& what) {
-  int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return std::optional<std::string>();
-    }
-    struct stat st {};
-    if (errno == ELOOP && fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      return not_a_file(what, st.st_mode);
-    }
-    return io_error("opening " + what, errno);
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return not_a_file(what, st.st_mode);
-  }
-  // Files here are replaced by rename, never rewritten in place: st_size is the content.
-  constexpr off_t kMaxSize = 1 << 20;  // the largest, an index bitmap, is 128 KiB
-  if (st.st_size > kMaxSize) {
-    close(fd);
+// Anything but a regular file (a directory, a symlink, a FIFO that would block) is kState
+// naming it: no write of ours makes one.
+Error refused(const std::string& what, Refusal why, const struct stat& st) {
+  if (why == Refusal::kTooLarge) {
     return Error(ErrorKind::kState, what + " is larger than any file this plugin writes");
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return io_error("reading " + what, err);
-    }
-    if (n == 0) {
-      break;
-    }
-    got += static_cast<size_t>(n);
-  }
-  text.resize(got);
-  close(fd);
-  return std::optional<std::string>(std::move(text));
+  return not_a_file(what, st.st_mode);
+}
+
+// The content of a file, nullopt when it does not exist.
+Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& name,
+                                               const std::string& what) {
+  // The largest, an index bitmap, is 128 KiB.
+  return read_file_at(dir_fd, name, what, {.max_size = 1 << 20, .refused = &refused});
 }
 
 }  // namespace
@@ -110,100 +50,64 @@ Expected<Store> Store::open(const std::string& dir) {
   // DEL, GC and the reclaim rule trust the leases and records found here.
   TRY(check_private_directory(dir).with_context("IPAM store"));
   Store store(dir);
-  int dir_fd = open_dir(AT_FDCWD, dir.c_str());
-  if (dir_fd < 0) {
+  Fd dir_fd = open_dir(AT_FDCWD, dir.c_str());
+  if (!dir_fd.valid()) {
     return io_error("opening " + dir, errno);
   }
-  store.lock_fd_ = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (store.lock_fd_ < 0) {
-    int err = errno;
-    close(dir_fd);
-    return io_error("opening " + dir + "/lock", err);
+  store.lock_fd_.reset(
+      openat(dir_fd.get(), "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!store.lock_fd_.valid()) {
+    return io_error("opening " + dir + "/lock", errno);
   }
-  while (flock(store.lock_fd_, LOCK_EX) != 0) {
+  while (flock(store.lock_fd_.get(), LOCK_EX) != 0) {
     if (errno != EINTR) {
-      int err = errno;
-      close(dir_fd);
-      return io_error("locking " + dir + "/lock", err);
+      return io_error("locking " + dir + "/lock", errno);
     }
   }
-  std::array<std::pair<const char*, int*>, 3> subdirs = {
+  std::array<std::pair<const char*, Fd*>, 3> subdirs = {
       std::pair{"leases", &store.leases_fd_}, std::pair{"attachments", &store.records_fd_},
       std::pair{"index", &store.index_fd_}};
   bool created = false;
   for (auto [name, fd] : subdirs) {
-    *fd = open_dir(dir_fd, name);
-    if (*fd < 0 && errno == ENOENT) {
-      if (mkdirat(dir_fd, name, 0700) != 0 && errno != EEXIST) {
-        int err = errno;
-        close(dir_fd);
-        return io_error("creating " + dir + "/" + name, err);
+    *fd = open_dir(dir_fd.get(), name);
+    if (!fd->valid() && errno == ENOENT) {
+      if (mkdirat(dir_fd.get(), name, 0700) != 0 && errno != EEXIST) {
+        return io_error("creating " + dir + "/" + name, errno);
       }
       created = true;
-      *fd = open_dir(dir_fd, name);
+      *fd = open_dir(dir_fd.get(), name);
     }
-    if (*fd < 0) {
-      int err = errno;
-      close(dir_fd);
-      return io_error("opening " + dir + "/" + name, err);
+    if (!fd->valid()) {
+      return io_error("opening " + dir + "/" + name, errno);
     }
   }
-  if (created && fsync(dir_fd) != 0) {
-    int err = errno;
-    close(dir_fd);
-    return io_error("syncing " + dir, err);
+  if (created && fsync(dir_fd.get()) != 0) {
+    return io_error("syncing " + dir, errno);
   }
-  close(dir_fd);
   return store;
-}
-
-Store::Store(Store&& other) noexcept
-    : dir_(std::move(other.dir_)),
-      lock_fd_(std::exchange(other.lock_fd_, -1)),
-      leases_fd_(std::exchange(other.leases_fd_, -1)),
-      records_fd_(std::exchange(other.records_fd_, -1)),
-      index_fd_(std::exchange(other.index_fd_, -1)),
-      unsynced_(std::exchange(other.unsynced_, {})) {}
-
-void Store::close_unsynced() {
-  for (const auto& file : unsynced_) {
-    close(file.fd);
-  }
-  unsynced_.clear();
-}
-
-Store::~Store() {
-  close_unsynced();
-  for (int fd : {index_fd_, records_fd_, leases_fd_, lock_fd_}) {
-    if (fd >= 0) {
-      close(fd);
-    }
-  }
 }
 
 Status Store::write_new(int dir_fd, const std::string& what, const std::string& content,
                         std::string* tmp_name) {
   *tmp_name = temp_name(dir_fd);
-  int fd = openat(dir_fd, tmp_name->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                  0600);
-  if (fd < 0) {
+  Fd fd(openat(dir_fd, tmp_name->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+               0600));
+  if (!fd.valid()) {
     return io_error("creating " + what, errno);
   }
-  auto s = write_all(fd, content.data(), content.size(), 0, what);
-  if (!s) {
-    close(fd);
+  if (int err = write_all(fd.get(), content); err != 0) {
+    fd.reset();
     unlinkat(dir_fd, tmp_name->c_str(), 0);
-    return s;
+    return io_error("writing " + what, err);
   }
-  if (dir_fd != leases_fd_) {
+  if (dir_fd != leases_fd_.get()) {
     // Records are not synced (store.h): a process crash leaves them whole in the page cache.
-    close(fd);
     return ok_status();
   }
   // A lease is synced by sync(), after every link of the call and before the caller reports
   // anything. Until then a crash of the machine may leave it empty or half-written, hence
   // unparseable and reclaimable (allocator.h, rule 1): it was never reported.
-  unsynced_.push_back({fd, what});
+  unsynced_.push_back({std::move(fd), what});
   return ok_status();
 }
 
@@ -211,13 +115,12 @@ Expected<bool> Store::claim(const Lease& lease) {
   std::string name = lease.ip.str();
   std::string what = dir_ + "/leases/" + name;
   std::string tmp;
-  TRY(write_new(leases_fd_, what, format_lease(lease), &tmp));
-  int rc = linkat(leases_fd_, tmp.c_str(), leases_fd_, name.c_str(), 0);
+  TRY(write_new(leases_fd_.get(), what, format_lease(lease), &tmp));
+  int rc = linkat(leases_fd_.get(), tmp.c_str(), leases_fd_.get(), name.c_str(), 0);
   int err = errno;
-  unlinkat(leases_fd_, tmp.c_str(), 0);
+  unlinkat(leases_fd_.get(), tmp.c_str(), 0);
   if (rc != 0) {
-    close(unsynced_.back().fd);  // nothing to make durable
-    unsynced_.pop_back();
+    unsynced_.pop_back();  // nothing to make durable
     if (err == EEXIST) {
       return false;
     }
@@ -228,7 +131,7 @@ Expected<bool> Store::claim(const Lease& lease) {
 
 Expected<std::optional<Lease>> Store::read_lease(const IpAddr& ip) const {
   std::string name = ip.str();
-  TRY_ASSIGN(auto text, read_file(leases_fd_, name, dir_ + "/leases/" + name));
+  TRY_ASSIGN(auto text, read_file(leases_fd_.get(), name, dir_ + "/leases/" + name));
   if (!text) {
     return std::optional<Lease>();
   }
@@ -237,14 +140,15 @@ Expected<std::optional<Lease>> Store::read_lease(const IpAddr& ip) const {
 
 bool Store::has_lease(const IpAddr& ip) const {
   struct stat st {};
-  return fstatat(leases_fd_, ip.str().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+  return fstatat(leases_fd_.get(), ip.str().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+         errno != ENOENT;
 }
 
 Status Store::release(const IpAddr& ip) {
   std::string name = ip.str();
-  if (unlinkat(leases_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+  if (unlinkat(leases_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
     struct stat st {};
-    if (errno == EISDIR && fstatat(leases_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (errno == EISDIR && fstatat(leases_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       return not_a_file(dir_ + "/leases/" + name, st.st_mode);
     }
     return io_error("removing " + dir_ + "/leases/" + name, errno);
@@ -272,7 +176,7 @@ Expected<std::vector<Lease>> Store::list_leases() const {
 }
 
 Expected<std::vector<IpAddr>> Store::leased_addresses() const {
-  TRY_ASSIGN(auto names, directory_entries(leases_fd_, dir_ + "/leases"));
+  TRY_ASSIGN(auto names, directory_entries(leases_fd_.get(), dir_ + "/leases"));
   std::vector<IpAddr> out;
   for (const auto& name : names) {
     if (auto ip = parse_ip(name)) {  // not temporaries
@@ -285,7 +189,7 @@ Expected<std::vector<IpAddr>> Store::leased_addresses() const {
 Expected<std::optional<Record>> Store::read_record(const Owner& owner) const {
   std::string name = record_name(owner);
   std::string what = dir_ + "/attachments/" + name;
-  TRY_ASSIGN(auto text, read_file(records_fd_, name, what));
+  TRY_ASSIGN(auto text, read_file(records_fd_.get(), name, what));
   if (!text) {
     return std::optional<Record>();
   }
@@ -301,9 +205,9 @@ Status Store::write_record(const Record& record) {
   std::string name = record_name(record.owner);
   std::string what = dir_ + "/attachments/" + name;
   std::string tmp;
-  TRY(write_new(records_fd_, what, format_record(record), &tmp));
-  if (int err = move_into_place(records_fd_, tmp, name); err != 0) {
-    unlinkat(records_fd_, tmp.c_str(), 0);
+  TRY(write_new(records_fd_.get(), what, format_record(record), &tmp));
+  if (int err = move_into_place(records_fd_.get(), tmp, name); err != 0) {
+    unlinkat(records_fd_.get(), tmp.c_str(), 0);
     return io_error("renaming " + what, err);
   }
   return ok_status();
@@ -311,20 +215,20 @@ Status Store::write_record(const Record& record) {
 
 Status Store::remove_record(const Owner& owner) {
   std::string name = record_name(owner);
-  if (unlinkat(records_fd_, name.c_str(), 0) != 0 && errno != ENOENT) {
+  if (unlinkat(records_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
     return io_error("removing " + dir_ + "/attachments/" + name, errno);
   }
   return ok_status();
 }
 
 Expected<std::vector<Record>> Store::list_records() const {
-  TRY_ASSIGN(auto names, directory_entries(records_fd_, dir_ + "/attachments"));
+  TRY_ASSIGN(auto names, directory_entries(records_fd_.get(), dir_ + "/attachments"));
   std::vector<Record> records;
   for (const auto& name : names) {
     if (name.rfind(kTmpPrefix, 0) == 0) {
       continue;
     }
-    TRY_ASSIGN(auto text, read_file(records_fd_, name, dir_ + "/attachments/" + name));
+    TRY_ASSIGN(auto text, read_file(records_fd_.get(), name, dir_ + "/attachments/" + name));
     if (!text) {
       continue;
     }
@@ -341,40 +245,40 @@ Status Store::sync() {
   // and the inode's fsync commits that change with the directory entry it made). Releases
   // and records are not synced (store.h).
   for (const auto& [fd, what] : unsynced_) {
-    if (fsync(fd) != 0) {
+    if (fsync(fd.get()) != 0) {
       return io_error("syncing " + what, errno);
     }
   }
-  close_unsynced();
+  unsynced_.clear();
   return ok_status();
 }
 
 Expected<std::optional<std::string>> Store::read_index(size_t set) const {
   std::string name = std::to_string(set);
-  return read_file(index_fd_, name, dir_ + "/index/" + name);
+  return read_file(index_fd_.get(), name, dir_ + "/index/" + name);
 }
 
 Status Store::write_index(size_t set, const std::string& content) {
   std::string name = std::to_string(set);
   std::string what = dir_ + "/index/" + name;
   // Atomically replaced but not fsynced: the index is a hint (index.h).
-  std::string tmp = temp_name(index_fd_);
-  int fd =
-      openat(index_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
+  std::string tmp = temp_name(index_fd_.get());
+  Fd fd(openat(index_fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+               0600));
+  if (!fd.valid()) {
     return io_error("creating " + what, errno);
   }
-  auto s = write_all(fd, content.data(), content.size(), 0, what);
-  close(fd);
-  if (s) {
-    if (int err = move_into_place(index_fd_, tmp, name); err != 0) {
-      s = io_error("renaming " + what, err);
-    }
+  int err = write_all(fd.get(), content);
+  fd.reset();
+  if (err != 0) {
+    unlinkat(index_fd_.get(), tmp.c_str(), 0);
+    return io_error("writing " + what, err);
   }
-  if (!s) {
-    unlinkat(index_fd_, tmp.c_str(), 0);
+  if (int moved = move_into_place(index_fd_.get(), tmp, name); moved != 0) {
+    unlinkat(index_fd_.get(), tmp.c_str(), 0);
+    return io_error("renaming " + what, moved);
   }
-  return s;
+  return ok_status();
 }
 
 Status Store::patch_index(size_t set, const std::vector<std::pair<off_t, std::string>>& parts) {
@@ -383,31 +287,29 @@ Status Store::patch_index(size_t set, const std::vector<std::pair<off_t, std::st
   }
   std::string name = std::to_string(set);
   std::string what = dir_ + "/index/" + name;
-  int fd = openat(index_fd_, name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
+  Fd fd(openat(index_fd_.get(), name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
     return io_error("opening " + what, errno);
   }
-  Status s = ok_status();
   for (const auto& [offset, bytes] : parts) {
-    if (s) {
-      s = write_all(fd, bytes.data(), bytes.size(), offset, what);
+    if (int err = write_all(fd.get(), bytes, offset); err != 0) {
+      return io_error("writing " + what, err);
     }
   }
-  close(fd);
-  return s;
+  return ok_status();
 }
 
 // One fixed temporary name per directory: every write runs under the store's exclusive
 // lock and links or renames its temporary away before the next one, so a name is never in
 // use twice, and what a killed call leaves behind is found without listing a directory.
 std::string Store::temp_name(int dir_fd) const {
-  return std::string(kTmpPrefix) + (dir_fd == leases_fd_    ? "lease"
-                                    : dir_fd == records_fd_ ? "record"
-                                                            : "index");
+  return std::string(kTmpPrefix) + (dir_fd == leases_fd_.get()    ? "lease"
+                                    : dir_fd == records_fd_.get() ? "record"
+                                                                  : "index");
 }
 
 Status Store::remove_stale_temporaries() {
-  for (int fd : {leases_fd_, records_fd_, index_fd_}) {
+  for (int fd : {leases_fd_.get(), records_fd_.get(), index_fd_.get()}) {
     if (unlinkat(fd, temp_name(fd).c_str(), 0) != 0 && errno != ENOENT) {
       return io_error("removing " + temp_name(fd) + " in " + dir_, errno);
     }
@@ -416,8 +318,9 @@ Status Store::remove_stale_temporaries() {
 }
 
 Status Store::remove_temporaries() {
-  for (auto [fd, sub] : {std::pair{leases_fd_, "leases"}, std::pair{records_fd_, "attachments"},
-                         std::pair{index_fd_, "index"}}) {
+  for (auto [fd, sub] :
+       {std::pair{leases_fd_.get(), "leases"}, std::pair{records_fd_.get(), "attachments"},
+        std::pair{index_fd_.get(), "index"}}) {
     TRY_ASSIGN(auto names, directory_entries(fd, dir_ + "/" + sub));
     for (const auto& name : names) {
       if (name.rfind(kTmpPrefix, 0) == 0) {

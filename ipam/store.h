@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/fd.h"
 #include "ipam/ip.h"
 #include "ipam/lease.h"
 
@@ -53,11 +54,11 @@ class Store {
   // (blocking). The lock is held until the Store is destroyed.
   static Expected<Store> open(const std::string& dir);
 
-  Store(Store&& other) noexcept;
+  Store(Store&&) noexcept = default;
   Store& operator=(Store&&) = delete;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
-  ~Store();
+  ~Store() = default;
 
   const std::string& dir() const { return dir_; }
 
@@ -102,18 +103,18 @@ class Store {
   Status write_new(int dir_fd, const std::string& what, const std::string& content,
                    std::string* tmp_name);
 
-  void close_unsynced();
   std::string temp_name(int dir_fd) const;
 
   struct Unsynced {
-    int fd;
+    Fd fd;
     std::string what;
   };
   std::string dir_;
-  int lock_fd_ = -1;
-  int leases_fd_ = -1;
-  int records_fd_ = -1;
-  int index_fd_ = -1;
+  // Closed in the reverse of this order: the lock is released last.
+  Fd lock_fd_;
+  Fd leases_fd_;
+  Fd records_fd_;
+  Fd index_fd_;
   std::vector<Unsynced> unsynced_;  // written files whose data sync() still owes
 };
 

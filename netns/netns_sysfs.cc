@@ -11,25 +11,12 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/json_fields.h"
 
 namespace rdmanet::netns {
 
 namespace {
-
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return;
-    }
-    done += static_cast<size_t>(n);
-  }
-}
 
 // The child's whole life: join, mount, run, report, exit. Never returns.
 [[noreturn]] void run_child(const Netns& ns, const std::function<Expected<std::string>()>& fn,
@@ -70,7 +57,8 @@ void write_all(int fd, const std::string& text) {
                {"msg", result.error().msg()}};
     }
   }
-  write_all(out, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // A reply that does not arrive is the parent's error to report.
+  (void)write_all(out, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   _exit(0);
 }
 

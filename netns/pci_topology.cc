@@ -11,12 +11,13 @@ namespace rdmanet::netns {
 namespace fs = std::filesystem;
 namespace {
 
-int numa_node_of(const fs::path& dev) {
+// The numa_node attribute of the PCI function whose sysfs directory is `dev`.
+std::optional<int> numa_node_of(const fs::path& dev) {
   std::string text = read_attribute(dev / "numa_node");
   try {
-    return text.empty() ? -1 : std::stoi(text);
+    return text.empty() ? std::nullopt : std::optional<int>(std::stoi(text));
   } catch (const std::exception&) {
-    return -1;
+    return std::nullopt;
   }
 }
 
@@ -45,7 +46,7 @@ Expected<PciPlace> place_of(const fs::path& devices, const fs::path& dev) {
       place.bridges.push_back(parts[i]);
     }
   }
-  place.numa_node = numa_node_of(real);
+  place.numa_node = numa_node_of(real).value_or(-1);
   return place;
 }
 
@@ -154,6 +155,13 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root) {
   sort_by_address(&topology.nics);
   sort_by_address(&topology.gpus);
   return topology;
+}
+
+std::optional<int> pci_numa_node(const std::string& sysfs_root, const std::string& pci) {
+  if (!is_pci_address(pci)) {
+    return std::nullopt;
+  }
+  return numa_node_of(fs::path(sysfs_root) / "bus/pci/devices" / pci);
 }
 
 Expected<PciPlace> pci_place(const std::string& sysfs_root, const std::string& pci) {

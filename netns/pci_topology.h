@@ -63,6 +63,11 @@ Expected<PciTopology> scan_pci_topology(const std::string& sysfs_root = "/sys");
 // a few readlinks, no directory scan).
 Expected<PciPlace> pci_place(const std::string& sysfs_root, const std::string& pci);
 
+// The NUMA node sysfs gives the PCI function `pci` (<sysfs_root>/bus/pci/devices/<pci>/
+// numa_node), -1 where the platform does not say; std::nullopt for an address that is not
+// one, or when sysfs has no number there.
+std::optional<int> pci_numa_node(const std::string& sysfs_root, const std::string& pci);
+
 // What a rail's pod needs to keep its GPU next to its NIC: the PCIe root to align with (the
 // Data Direct function's when there is one), that function, and the node's GPUDirect RDMA
 // readiness. Cheap enough for every ADD: direct lookups only (see find_data_direct).

@@ -95,6 +95,37 @@ TEST_F(GidTableTest, IgnoresMalformedEntries) {
   EXPECT_TRUE(table->empty());
 }
 
+// Calls of read(2) this thread has made so far (the kernel's count, /proc/thread-self/io
+// syscr; the read of that file is counted once it has returned).
+uint64_t reads_so_far() {
+  std::ifstream io("/proc/thread-self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "syscr:") {
+      return value;
+    }
+  }
+  ADD_FAILURE() << "no syscr in /proc/thread-self/io";
+  return 0;
+}
+
+// ADD's GID wait reads the whole table every 50 ms (gid.cc, read_line): one read per file,
+// the slot's GID and, for a populated slot, its type and netdev. A reader that also reads
+// to see the end of each file (base read_file) would make it two.
+TEST_F(GidTableTest, ReadsEachFileOfTheTableWithOneReadCall) {
+  entry(1, "0000:0000:0000:0000:0000:ffff:0a38:0002", "RoCE v2", "net1");
+  entry(5, "fe80:0000:0000:0000:5054:00ff:fe12:3401", "RoCE v2", "net1");
+  const uint64_t before_nothing = reads_so_far();
+  const uint64_t looking = reads_so_far() - before_nothing;  // what reads_so_far costs
+  const uint64_t before = reads_so_far();
+  auto table = read_gids(dir_.path(), "mlx5_3", 1);
+  const uint64_t reads = reads_so_far() - before - looking;
+  ASSERT_TRUE(table.ok()) << table.error().msg();
+  ASSERT_EQ(table->size(), 2U);
+  EXPECT_EQ(reads, 8U + 2 * 2) << "8 slots, 2 of them populated";
+}
+
 // The wait runs in a child that joined a real (throwaway) netns with its own sysfs; the
 // table it polls is a fake tree, because this kernel has no RDMA device to fill one.
 class GidWaitTest : public GidTableTest {

@@ -6,7 +6,6 @@
 #include "base/json_fields.h"
 #include "netns/gpudirect.h"
 #include "netns/pci_topology.h"
-#include "netns/sysfs.h"
 #include "plugin/attachment.h"
 #include "plugin/pod_files.h"
 #include "plugin/workload_settings.h"
@@ -44,22 +43,6 @@ Expected<std::optional<PodInfoRecord>> pod_info_of(const AttachmentRecord& recor
 }
 
 namespace {
-
-// The NUMA node sysfs gives the PCI function (-1 where the platform has none).
-std::optional<int> numa_node(const std::string& sysfs_root, const std::string& pci) {
-  if (!netns::is_pci_address(pci)) {
-    return std::nullopt;
-  }
-  auto text = read_file(sysfs_root + "/bus/pci/devices/" + pci + "/numa_node", 64);
-  if (!text || !*text) {
-    return std::nullopt;
-  }
-  try {
-    return std::stoi(**text);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
 
 // The rail's RDMA device as the pod sees it: device, port, link layer, the GIDs of the pod
 // interface with their indexes and types, the RoCE v2 GID index of each address family,
@@ -112,7 +95,7 @@ json rail_entry(const Attachment& a) {
   const std::string& pci = a.device().pci;
   if (!pci.empty()) {
     rail["pciAddress"] = pci;
-    if (auto node = numa_node(a.conf().sysfs_root, pci); node) {
+    if (auto node = netns::pci_numa_node(a.conf().sysfs_root, pci); node) {
       rail["numaNode"] = *node;
     }
     add_gpu_facts(a.conf().sysfs_root, pci, &rail);
