@@ -1,13 +1,12 @@
 #include "agent/networks_dir.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
-#include <cstring>
 
+#include "base/dir.h"
 #include "base/files.h"
 #include "base/json_fields.h"
 
@@ -17,45 +16,45 @@ namespace {
 
 constexpr size_t kMaxConfig = 1 << 20;
 
-Expected<std::string> read_link(const std::string& path) {
-  char target[PATH_MAX];
-  ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
-  if (n < 0) {
-    return Error(ErrorKind::kIo, "readlink " + path + ": " + std::strerror(errno));
-  }
-  return std::string(target, static_cast<size_t>(n));
-}
-
-// Where a ConfigMap key's content is: "<dir>/..<timestamp>/<name>", when `name` is the
-// link "..data/<name>" and "..data" the link "..<timestamp>" to a private directory.
-Expected<std::string> config_map_key(const std::string& dir, const std::string& name) {
-  TRY_ASSIGN(std::string target, read_link(dir + "/" + name));
+// The directory of the volume a ConfigMap key's content is in ("..<timestamp>"), when the
+// entry `name` is the link "..data/<name>" and "..data" the link "..<timestamp>" to a
+// private directory of `dir`.
+Expected<Dir> config_map_data(const Dir& dir, const std::string& name) {
+  TRY_ASSIGN(std::string target, dir.link_target(name));
   if (target != "..data/" + name) {
-    return Error(ErrorKind::kIo, dir + "/" + name + " is a link to \"" + target +
+    return Error(ErrorKind::kIo, dir.path() + "/" + name + " is a link to \"" + target +
                                      "\", not a ConfigMap key (..data/" + name + ")");
   }
-  TRY_ASSIGN(std::string data, read_link(dir + "/..data"));
+  TRY_ASSIGN(std::string data, dir.link_target("..data"));
   if (data.rfind("..", 0) != 0 || data.find('/') != std::string::npos || data == "..") {
     return Error(ErrorKind::kIo,
-                 dir + "/..data points at \"" + data + "\", not a directory of the volume");
+                 dir.path() + "/..data points at \"" + data + "\", not a directory of the volume");
   }
-  TRY(check_private_directory(dir + "/" + data));
-  return dir + "/" + data + "/" + name;
+  TRY_ASSIGN(auto volume, dir.sub(data));
+  if (!volume) {
+    return Error(ErrorKind::kIo, dir.path() + "/" + data + " is gone");
+  }
+  TRY(volume->check_private());
+  return std::move(*volume);
 }
 
-Expected<nlohmann::json> read_config(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
+// The config `name` of `dir`: a regular file, or a ConfigMap key; read relative to the open
+// directory, never following any other link.
+Expected<nlohmann::json> read_config(const Dir& dir, const std::string& name) {
+  const std::string path = dir.path() + "/" + name;
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    return Error(ErrorKind::kIo, "stat " + path + ": " + std::strerror(errno));
+  if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return io_error("stat " + path, errno);
   }
-  std::string file = path;
+  std::optional<Dir> volume;
   if (S_ISLNK(st.st_mode)) {
-    TRY_ASSIGN(file, config_map_key(dir, name));
+    TRY_ASSIGN(volume, config_map_data(dir, name));
   } else if (!S_ISREG(st.st_mode)) {
     return Error(ErrorKind::kIo, path + " is neither a file nor a ConfigMap key");
   }
-  TRY_ASSIGN(auto text, read_file(file, kMaxConfig));
+  const Dir& in = volume ? *volume : dir;
+  const std::string file = in.path() + "/" + name;
+  TRY_ASSIGN(auto text, read_file_at(in.fd(), name, file, {.max_size = kMaxConfig}));
   if (!text) {
     return Error(ErrorKind::kIo, file + " is gone");
   }
@@ -68,17 +67,21 @@ Expected<nlohmann::json> read_config(const std::string& dir, const std::string& 
 
 }  // namespace
 
-NetworksDir read_networks_dir(const std::string& dir) {
+NetworksDir read_networks_dir(const std::string& path) {
   NetworksDir out;
-  struct stat st {};
-  if (dir.empty() || (::stat(dir.c_str(), &st) != 0 && errno == ENOENT)) {
+  if (path.empty()) {
     return out;
   }
-  if (auto trusted = check_private_directory(dir); !trusted) {
+  auto dir = Dir::open(path);
+  if (dir && !*dir) {
+    return out;  // a missing dir holds none
+  }
+  Status trusted = dir ? (*dir)->check_private() : Status(std::move(dir).error());
+  if (!trusted) {
     out.problems.push_back(std::move(trusted).error());
     return out;
   }
-  auto names = directory_entries(dir);
+  auto names = (*dir)->entries();
   if (!names) {
     out.problems.push_back(std::move(names).error());
     return out;
@@ -88,7 +91,7 @@ NetworksDir read_networks_dir(const std::string& dir) {
     if (name[0] == '.') {
       continue;  // the volume's own: ..data, ..<timestamp>
     }
-    auto doc = read_config(dir, name);
+    auto doc = read_config(**dir, name);
     if (!doc) {
       out.problems.push_back(std::move(doc).error());
       continue;

@@ -16,11 +16,12 @@ struct NetworksDir {
   std::vector<Error> problems;  // each entry not read, and why: nothing is skipped silently
 };
 
-// Reads every config in `dir` (which must be private: its configs name directories
+// Reads every config in the directory `path` (which must be private: its configs name directories
 // rdmanet-ipam releases leases in). Entries are regular files, or a ConfigMap volume's
 // keys: "<name> -> ..data/<name>" with "..data -> ..<timestamp>", a private directory of
 // the volume; exactly these links are followed, nothing else. Dot names (the volume's own)
-// are not configs. A missing `dir` holds none.
-NetworksDir read_networks_dir(const std::string& dir);
+// are not configs. A missing directory holds none. Everything is read relative to the open
+// directory (base/dir.h).
+NetworksDir read_networks_dir(const std::string& path);
 
 }  // namespace rdmanet::agent

@@ -211,6 +211,9 @@ void NodeAgent::refresh_gids(const AttachmentRecord& record, const netns::Netns&
 void NodeAgent::reconcile_ipam(const std::string& network, const json& ipam_section,
                                std::vector<ipam::Owner> keep, RoundReport& report) {
   ipam::ReconcileRequest request{network, ipam_section, std::move(keep)};
+  // A call stuck with the store's lock fails this network's reconcile, not the round (as the
+  // IPAM timeout bounds every exec'd IPAM call).
+  request.lock_wait = std::chrono::seconds(config_.ipam_timeout_seconds);
   // Cluster mode, kept light for etcd at a thousand nodes: one heartbeat per etcd per
   // round, lasting three rounds (an etcd lease), whatever the number of networks (rails);
   // the cluster-wide listing of silent owners (every block and heartbeat of the network)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "base/files.h"
@@ -130,6 +131,24 @@ bool Dir::remove_empty_dir(const std::string& name) const {
 
 Expected<std::vector<std::string>> Dir::entries() const {
   return directory_entries(fd_.get(), path_);
+}
+
+Status Dir::check_private() const {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) {
+    return io_error("stat " + path_, errno);
+  }
+  return check_private_directory(st, path_);
+}
+
+Expected<std::string> Dir::link_target(const std::string& name) const {
+  TRY(check_component(name));
+  char target[PATH_MAX];
+  ssize_t n = ::readlinkat(fd_.get(), name.c_str(), target, sizeof(target) - 1);
+  if (n < 0) {
+    return io_error("readlink " + path_ + "/" + name, errno);
+  }
+  return std::string(target, static_cast<size_t>(n));
 }
 
 }  // namespace rdmanet

@@ -46,6 +46,10 @@ class Dir {
   bool remove_empty_dir(const std::string& name) const;
 
   Expected<std::vector<std::string>> entries() const;
+  // check_private_directory of the open directory itself (no path is looked up again).
+  Status check_private() const;
+  // The target of the symlink `name`.
+  Expected<std::string> link_target(const std::string& name) const;
 
   const std::string& path() const { return path_; }
   int fd() const { return fd_.get(); }

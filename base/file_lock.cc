@@ -22,32 +22,42 @@ Expected<Fd> open_lock_file(const std::string& path) {
 
 }  // namespace
 
-Expected<FileLock> FileLock::acquire_within(const std::string& path,
-                                            std::chrono::milliseconds limit) {
-  TRY_ASSIGN(Fd fd, open_lock_file(path));
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+Status lock_exclusively(int fd, const std::string& what,
+                        std::optional<std::chrono::milliseconds> limit) {
+  if (!limit) {
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        return io_error("lock " + what, errno);
+      }
+    }
+    return ok_status();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + *limit;
   auto pause = std::chrono::milliseconds(1);
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
-      return io_error("lock " + path, errno);
+      return io_error("lock " + what, errno);
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return Error(ErrorKind::kTryAgainLater,
-                   "lock " + path + " still held after " + std::to_string(limit.count()) + " ms");
+                   "lock " + what + " still held after " + std::to_string(limit->count()) + " ms");
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
+  return ok_status();
+}
+
+Expected<FileLock> FileLock::acquire_within(const std::string& path,
+                                            std::chrono::milliseconds limit) {
+  TRY_ASSIGN(Fd fd, open_lock_file(path));
+  TRY(lock_exclusively(fd.get(), path, limit));
   return FileLock(std::move(fd));
 }
 
 Expected<FileLock> FileLock::acquire(const std::string& path) {
   TRY_ASSIGN(Fd fd, open_lock_file(path));
-  while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      return io_error("lock " + path, errno);
-    }
-  }
+  TRY(lock_exclusively(fd.get(), path));
   return FileLock(std::move(fd));
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
@@ -29,5 +30,10 @@ class FileLock {
   explicit FileLock(Fd fd) : fd_(std::move(fd)) {}
   Fd fd_;  // closing it releases the lock
 };
+
+// flock(LOCK_EX) on an open file, waiting as long as it takes, or at most `limit`: then
+// kTryAgainLater (11) naming `what`. For locks that live in a file a caller also uses.
+Status lock_exclusively(int fd, const std::string& what,
+                        std::optional<std::chrono::milliseconds> limit = std::nullopt);
 
 }  // namespace rdmanet

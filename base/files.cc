@@ -40,11 +40,7 @@ Status make_directory(const std::string& path, mode_t mode) {
 
 }  // namespace
 
-Status check_private_directory(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    return io_error("stat " + path, errno);
-  }
+Status check_private_directory(const struct stat& st, const std::string& path) {
   if (!S_ISDIR(st.st_mode)) {
     return Error(ErrorKind::kIo, path + " is not a directory (a symlink is refused)");
   }
@@ -56,6 +52,14 @@ Status check_private_directory(const std::string& path) {
                                      std::to_string(st.st_uid) + ", mode " + mode + ")");
   }
   return ok_status();
+}
+
+Status check_private_directory(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return io_error("stat " + path, errno);
+  }
+  return check_private_directory(st, path);
 }
 
 Status make_directories(const std::string& path, mode_t mode) {

@@ -25,6 +25,8 @@ Status make_directories(const std::string& path, mode_t mode);
 // user, or writable by group or others. For the directories whose files
 // rdmanet trusts on DEL (state, IPAM store).
 Status check_private_directory(const std::string& path);
+// The same for what a stat of `path` (an open directory's fstat, say) returned.
+Status check_private_directory(const struct stat& st, const std::string& path);
 
 // Writes all of `data` to `fd`, going on after short writes and EINTR; returns 0, or the
 // errno of the write that failed. With an `offset`, writes there (pwrite: the file position

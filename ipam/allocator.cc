@@ -184,7 +184,7 @@ Expected<Store> Allocator::open_store() {
   // Another process may have changed the index since this object last held
   // the lock: read it afresh under the lock.
   index_.reset(&pools_);
-  TRY_ASSIGN(Store store, Store::open(dir_));
+  TRY_ASSIGN(Store store, Store::open(dir_, lock_wait_));
   if (blocks_) {
     TRY(refresh_pools(store));
   }

@@ -15,8 +15,10 @@
 // free address left (ADD or STATUS), and by GC; ADD and DEL never scan.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,10 @@ class Allocator {
   // new ones (the requested address for a range set when there is one).
   Expected<std::vector<Allocation>> add(const Attachment& who,
                                         const std::vector<IpAddr>& requested);
+  // Every call waits for the store's lock as long as another call holds it; with this, at
+  // most `limit` (then kTryAgainLater): for a caller that must not hang behind a stuck one.
+  void set_store_lock_wait(std::chrono::milliseconds limit) { lock_wait_ = limit; }
+
   // Releases the attachment's addresses; succeeds when it holds none.
   Status del(const Owner& who);
   // Fails unless the attachment holds an address in every range set.
@@ -130,6 +136,7 @@ class Allocator {
 
   IpamConfig config_;
   std::string dir_;
+  std::optional<std::chrono::milliseconds> lock_wait_;
   BlockSource* blocks_ = nullptr;
   std::function<bool(const std::string&)> netns_exists_;
   std::vector<Pool> pools_;

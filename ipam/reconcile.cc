@@ -33,6 +33,9 @@ Expected<NetworkReport> reconcile_network(const ReconcileRequest& request) {
   call.conf.name = request.network;
   call.conf.ipam = request.ipam;
   TRY_ASSIGN(Network net, allocator_for(call));
+  if (request.lock_wait) {
+    net->set_store_lock_wait(*request.lock_wait);
+  }
   TRY_ASSIGN(Allocator::Reconciled done, net->reconcile(request.keep));
   NetworkReport report;
   report.cluster = net.blocks != nullptr;

@@ -6,6 +6,7 @@
 // each round; `rdmanet-ipam reconcile` prints it as JSON (ipam/README.md).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,9 @@ struct ReconcileRequest {
   std::vector<Owner> keep;   // their leases stay whatever the rule says
   int heartbeat_ttl = 0;     // cluster mode: put the node's heartbeat, with this TTL; 0: none
   bool list_silent = false;  // cluster mode: list the block owners without a heartbeat
+  // How long to wait for the store's lock (an ADD or DEL holding it); none: as long as it
+  // takes. The node agent bounds it, so a stuck call cannot stall its rounds.
+  std::optional<std::chrono::milliseconds> lock_wait;
 };
 
 struct NetworkReport {

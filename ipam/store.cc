@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "base/file_lock.h"
 #include "base/files.h"
 
 namespace rdmanet::ipam {
@@ -45,7 +45,8 @@ Expected<std::optional<std::string>> read_file(int dir_fd, const std::string& na
 
 }  // namespace
 
-Expected<Store> Store::open(const std::string& dir) {
+Expected<Store> Store::open(const std::string& dir,
+                            std::optional<std::chrono::milliseconds> lock_wait) {
   TRY(make_directories(dir, 0700));
   // DEL, GC and the reclaim rule trust the leases and records found here.
   TRY(check_private_directory(dir).with_context("IPAM store"));
@@ -59,11 +60,7 @@ Expected<Store> Store::open(const std::string& dir) {
   if (!store.lock_fd_.valid()) {
     return io_error("opening " + dir + "/lock", errno);
   }
-  while (flock(store.lock_fd_.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      return io_error("locking " + dir + "/lock", errno);
-    }
-  }
+  TRY(lock_exclusively(store.lock_fd_.get(), dir + "/lock", lock_wait));
   std::array<std::pair<const char*, Fd*>, 3> subdirs = {
       std::pair{"leases", &store.leases_fd_}, std::pair{"attachments", &store.records_fd_},
       std::pair{"index", &store.index_fd_}};

@@ -36,6 +36,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,9 +51,11 @@ namespace rdmanet::ipam {
 
 class Store {
  public:
-  // Creates the directories when missing and takes the exclusive lock
-  // (blocking). The lock is held until the Store is destroyed.
-  static Expected<Store> open(const std::string& dir);
+  // Creates the directories when missing and takes the exclusive lock, waiting as long as
+  // another call holds it, or at most `lock_wait` (then kTryAgainLater). The lock is held
+  // until the Store is destroyed.
+  static Expected<Store> open(const std::string& dir,
+                              std::optional<std::chrono::milliseconds> lock_wait = std::nullopt);
 
   Store(Store&&) noexcept = default;
   Store& operator=(Store&&) = delete;
