@@ -73,11 +73,14 @@ NetworksDir read_networks_dir(const std::string& path) {
     return out;
   }
   auto dir = Dir::open(path);
-  if (dir && !*dir) {
-    return out;  // a missing dir holds none
+  if (!dir) {
+    out.problems.push_back(std::move(dir).error());
+    return out;
   }
-  Status trusted = dir ? (*dir)->check_private() : Status(std::move(dir).error());
-  if (!trusted) {
+  if (!*dir) {
+    return out;  // a missing directory holds none
+  }
+  if (auto trusted = (*dir)->check_private(); !trusted) {
     out.problems.push_back(std::move(trusted).error());
     return out;
   }
