@@ -118,7 +118,8 @@ Expected<Exit> run(const std::string& binary, const std::vector<std::string>& ar
   sigemptyset(&empty);
   pid_t pid = ::fork();
   if (pid < 0) {
-    return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(errno));
+    return Error(ErrorKind::kDelegateFailed,
+                 "cannot execute " + binary + ": " + std::strerror(errno));
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -306,7 +307,7 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
       return Error::delegated(code, who + ": " + msg, details);
     }
   }
-  return Error(ErrorKind::kDelegate, who + " " + how_it_ended(exit));
+  return Error(ErrorKind::kDelegateFailed, who + " " + how_it_ended(exit));
 }
 
 Expected<std::string> exec_program(const std::string& binary, const std::vector<std::string>& args,
@@ -322,7 +323,7 @@ Expected<std::string> exec_program(const std::string& binary, const std::vector<
   if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
     return std::move(exit.out);
   }
-  return Error(ErrorKind::kDelegate, binary + " " + how_it_ended(exit));
+  return Error(ErrorKind::kDelegateFailed, binary + " " + how_it_ended(exit));
 }
 
 Expected<Result> delegate_add(const std::string& type, const Environment& env,
@@ -331,7 +332,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
   TRY_ASSIGN(std::string out, exec_plugin(type, Command::kAdd, env, stdin_text, options));
   auto doc = parse_json(out);
   if (doc.is_discarded() || !doc.is_object()) {
-    return Error(ErrorKind::kDelegate,
+    return Error(ErrorKind::kDelegateFailed,
                  "ADD via " + type + ": result is not a JSON object: \"" + tail(out, 200) + "\"");
   }
   std::string version = cni_version;
@@ -341,7 +342,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
   auto result = decode_result(doc, version, type + " result");
   if (!result) {
     Error e = std::move(result).error();
-    return Error(ErrorKind::kDelegate, "ADD via " + type + ": " + e.msg());
+    return Error(ErrorKind::kDelegateFailed, "ADD via " + type + ": " + e.msg());
   }
   return result;
 }

@@ -23,7 +23,7 @@ constexpr Code kCodes[] = {
     {ErrorKind::kDeviceNotFound, 100},
     {ErrorKind::kDeviceBusy, 101},
     {ErrorKind::kKernel, 102},
-    {ErrorKind::kDelegate, 103},
+    {ErrorKind::kDelegateFailed, 103},
     {ErrorKind::kPluginNotFound, 103},
     {ErrorKind::kAddressUnavailable, 104},
     {ErrorKind::kRdmaIsolation, 105},
@@ -35,7 +35,7 @@ constexpr Code kCodes[] = {
 }  // namespace
 
 int error_code(const Error& error) {
-  if (error.kind() == ErrorKind::kDelegated) {
+  if (error.kind() == ErrorKind::kDelegateReported) {
     return error.delegated_code();
   }
   for (const auto& entry : kCodes) {

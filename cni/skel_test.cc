@@ -231,7 +231,7 @@ TEST(Skel, ErrorCodesAreMappedInOnePlace) {
                                        {ErrorKind::kDeviceNotFound, 100},
                                        {ErrorKind::kDeviceBusy, 101},
                                        {ErrorKind::kKernel, 102},
-                                       {ErrorKind::kDelegate, 103},
+                                       {ErrorKind::kDelegateFailed, 103},
                                        {ErrorKind::kPluginNotFound, 103},
                                        {ErrorKind::kAddressUnavailable, 104},
                                        {ErrorKind::kRdmaIsolation, 105},

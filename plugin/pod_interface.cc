@@ -137,7 +137,7 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
   for (const auto& ip : ipam.ips) {
     auto prefix = netns::IpPrefix::parse(ip.address);
     if (!prefix) {
-      return Error(ErrorKind::kDelegate, "IPAM address: " + prefix.error().msg());
+      return Error(ErrorKind::kDelegateFailed, "IPAM address: " + prefix.error().msg());
     }
     TRY(netns::add_address(rtnl, link, *prefix, {.no_dad = true}));
     if (!prefix->addr.is_v4() || !kernel_announces) {
@@ -148,7 +148,7 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
   for (const auto& r : ipam.routes) {
     auto route = route_of(r, link.index, ipam);
     if (!route) {
-      return Error(ErrorKind::kDelegate, route.error().msg());
+      return Error(ErrorKind::kDelegateFailed, route.error().msg());
     }
     // Another rail of the pod has the same route: the first one wins, as the reference
     // plugins have it (sourceRouting gives each rail its own anyway).
@@ -181,7 +181,7 @@ Status add_source_routing(Attachment& a, const cni::Result& ipam, const LinkInfo
   for (const auto& ip : ipam.ips) {
     auto prefix = netns::IpPrefix::parse(ip.address);
     if (!prefix) {
-      return Error(ErrorKind::kDelegate, "IPAM address: " + prefix.error().msg());
+      return Error(ErrorKind::kDelegateFailed, "IPAM address: " + prefix.error().msg());
     }
     addresses.push_back(*prefix);
     const int host_len = prefix->addr.is_v4() ? 32 : 128;
@@ -202,7 +202,7 @@ Status add_source_routing(Attachment& a, const cni::Result& ipam, const LinkInfo
     for (const auto& r : ipam.routes) {
       auto route = route_of(r, pod_link.index, ipam);
       if (!route) {
-        return Error(ErrorKind::kDelegate, route.error().msg());
+        return Error(ErrorKind::kDelegateFailed, route.error().msg());
       }
       route->table = table;
       // IPAM's route for the rail's own subnet is the connected route just added; a route
