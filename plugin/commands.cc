@@ -132,7 +132,7 @@ Status cmd_status(const cni::Call& call) {
   }
   auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kStatus, call.env,
                                  call.stdin_text, ipam_options(ipam_timeout_of(call.conf)));
-  if (!s && (cni::error_code(s.error()) == 1 || cni::error_code(s.error()) == 4)) {
+  if (!s && cni::predates_status(s.error())) {
     // An IPAM plugin older than spec 1.1 cannot answer STATUS; that says nothing about
     // whether it can allocate.
     return ok_status();
@@ -199,10 +199,7 @@ Status cmd_gc(const cni::Call& call) {
   } else if (!call.conf.ipam_type.empty()) {
     auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env,
                                    ipam_gc_request(call, kept), ipam_options(timeout));
-    // A plugin that predates GC says 1, or (libcni's skel before 1.1) that a variable its
-    // commands need is missing: 3 or 4.
-    const int code = s ? 0 : cni::error_code(s.error());
-    if (code == 1 || code == 3 || code == 4) {
+    if (!s && cni::predates_gc(s.error())) {
       spdlog::warn("the IPAM plugin does not do GC: {}", s.error().msg());
     } else if (!s) {
       failed.push_back(std::move(s).error().context("IPAM GC"));
