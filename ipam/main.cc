@@ -73,6 +73,61 @@ Expected<NetworkFile> read_network_file(const std::string& path) {
   return out;
 }
 
+// The attachments in the config's "rdmanetKeep" list ([{"containerID", "ifname"}]).
+std::vector<Owner> kept_attachments(const NetworkFile& file, const std::string& path) {
+  std::vector<Owner> keep;
+  Fields f(file.doc, path, ErrorKind::kInvalidConfig);
+  std::vector<nlohmann::json> kept;
+  f.object_list("rdmanetKeep", &kept);
+  for (const auto& k : kept) {
+    Owner o;
+    Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
+        .required_string("containerID", &o.container_id)
+        .required_string("ifname", &o.ifname);
+    keep.push_back(std::move(o));
+  }
+  return keep;
+}
+
+nlohmann::json pools_json(const std::vector<Allocator::PoolUsage>& usage) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const auto& p : usage) {
+    pools.push_back({{"where", p.where},
+                     {"ranges", p.description},
+                     {"size", p.size},
+                     {"used", p.used},
+                     {"blocks", p.blocks}});
+  }
+  return pools;
+}
+
+// Cluster mode: this node's heartbeat, and the owners of blocks who have none. etcd
+// being unreachable is reported in `out`, not a failure: the node's own part is done.
+void report_cluster(const NetworkFile& file, const Network& net, int heartbeat_ttl,
+                    bool list_silent, nlohmann::json& out) {
+  auto config = parse_ipam_config(file.ipam);
+  if (!net.etcd || !config || !config->cluster || (heartbeat_ttl <= 0 && !list_silent)) {
+    return;
+  }
+  Status beat = ok_status();
+  if (heartbeat_ttl > 0) {
+    auto node = read_node_name(config->cluster->node_name_file);
+    beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net.etcd)
+                : Status(std::move(node).error());
+  }
+  if (beat && list_silent) {
+    auto silent = silent_block_owners(*config, file.network, *net.etcd);
+    if (silent) {
+      out["silentNodes"] = *silent;
+    } else {
+      beat = Status(std::move(silent).error());
+    }
+  }
+  if (!beat) {
+    out["etcdError"] = beat.error().msg();
+  }
+}
+
 // `rdmanet-ipam reconcile [--heartbeat-ttl S] [--list-silent] CONFIG`: the reclaim rule over every
 // lease of the network, then each range set's usage, as one JSON object on stdout (for the node
 // agent). The leases of the attachments in the config's "rdmanetKeep" list
@@ -107,17 +162,7 @@ int reconcile_main(std::vector<std::string> args) {
   cni::Call call;
   call.conf.name = file->network;
   call.conf.ipam = file->ipam;
-  std::vector<Owner> keep;
-  Fields f(file->doc, args[0], ErrorKind::kInvalidConfig);
-  std::vector<nlohmann::json> kept;
-  f.object_list("rdmanetKeep", &kept);
-  for (const auto& k : kept) {
-    Owner o;
-    Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
-        .required_string("containerID", &o.container_id)
-        .required_string("ifname", &o.ifname);
-    keep.push_back(std::move(o));
-  }
+  const std::vector<Owner> keep = kept_attachments(*file, args[0]);
   auto net = allocator_for(call);
   if (!net) {
     std::cerr << net.error().msg() << "\n";
@@ -128,40 +173,11 @@ int reconcile_main(std::vector<std::string> args) {
     std::cerr << done.error().msg() << "\n";
     return 1;
   }
-  nlohmann::json pools = nlohmann::json::array();
-  for (const auto& p : done->pools) {
-    pools.push_back({{"where", p.where},
-                     {"ranges", p.description},
-                     {"size", p.size},
-                     {"used", p.used},
-                     {"blocks", p.blocks}});
-  }
   nlohmann::json out = {{"network", file->network},
                         {"cluster", net->blocks != nullptr},
                         {"released", done->released},
-                        {"pools", pools}};
-  // Cluster mode: this node's heartbeat, and the owners of blocks who have none. etcd
-  // being unreachable is reported, not a failure: the node's own part is done.
-  auto config = parse_ipam_config(file->ipam);
-  if (net->etcd && config && config->cluster && (heartbeat_ttl > 0 || list_silent)) {
-    Status beat = ok_status();
-    if (heartbeat_ttl > 0) {
-      auto node = read_node_name(config->cluster->node_name_file);
-      beat = node ? heartbeat(*config->cluster, *node, heartbeat_ttl, *net->etcd)
-                  : Status(std::move(node).error());
-    }
-    if (beat && list_silent) {
-      auto silent = silent_block_owners(*config, file->network, *net->etcd);
-      if (silent) {
-        out["silentNodes"] = *silent;
-      } else {
-        beat = Status(std::move(silent).error());
-      }
-    }
-    if (!beat) {
-      out["etcdError"] = beat.error().msg();
-    }
-  }
+                        {"pools", pools_json(done->pools)}};
+  report_cluster(*file, *net, heartbeat_ttl, list_silent, out);
   std::cout << out.dump() << "\n";
   return 0;
 }
