@@ -28,14 +28,15 @@ enum class ErrorKind {
   kDeviceNotFound,       // 100
   kDeviceBusy,           // 101
   kKernel,               // 102: a kernel operation (netlink, sysfs) failed
-  kDelegate,             // 103: a delegated plugin failed without a CNI error
+  kDelegateFailed,       // 103: a delegated plugin failed, or answered something unusable,
+                         // without a CNI error of its own
   kPluginNotFound,       // 103: a delegated plugin is not in CNI_PATH
   kAddressUnavailable,   // 104: pool exhausted or requested address taken
   kRdmaIsolation,        // 105: RDMA isolation requested but not possible
   kGidTimeout,           // 106: RoCE GID did not appear in time
   kState,                // 107: attachment state unreadable or inconsistent
   kInternal,             // 199: a bug in rdmanet
-  kDelegated,            // code reported by a delegated plugin, passed on
+  kDelegateReported,     // the CNI error a delegated plugin reported: its code, passed on
 };
 
 class Error {
@@ -45,7 +46,7 @@ class Error {
 
   // An error a delegated plugin reported with its own CNI code.
   static Error delegated(int code, std::string msg, std::string details) {
-    Error e(ErrorKind::kDelegated, std::move(msg), std::move(details));
+    Error e(ErrorKind::kDelegateReported, std::move(msg), std::move(details));
     e.delegated_code_ = code;
     return e;
   }
@@ -76,13 +77,6 @@ class Error {
   int delegated_code_ = 0;
   int sys_errno_ = 0;
   friend Error sys_error(const std::string& what, int err);
-  // The same for a file operation: always kIo (5), "<what>: <strerror(err)>".
-  Error io_error(const std::string& what, int err);
-
-  // Whether an error says nothing about what is there, only that the call could not look
-  // now (out of descriptors, memory or locks, an I/O error, a lock still held): the same call
-  // may work later. Callers that skip what they find odd never skip these.
-  bool is_transient(const Error& error);
   friend Error io_error(const std::string& what, int err);
 };
 

@@ -90,125 +90,166 @@ struct Exit {
   std::string err;
 };
 
-// Spawns `binary`, feeds it `input`, collects stdout/stderr until it exits or
-// the deadline passes (then it and its process group are killed).
-Expected<Exit> run(const std::string& binary, const std::vector<std::string>& args,
-                   const std::vector<std::string>& envv, const std::string& input,
-                   std::chrono::milliseconds timeout) {
+// The child's stdin, stdout and stderr.
+struct Pipes {
+  Pipe in;
+  Pipe out;
+  Pipe err;
+};
+
+Expected<Pipes> make_pipes() {
   TRY_ASSIGN(Pipe in, make_pipe());
   TRY_ASSIGN(Pipe out, make_pipe());
   TRY_ASSIGN(Pipe err, make_pipe());
-  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-  for (const auto& a : args) {
-    argv.push_back(const_cast<char*>(a.c_str()));
+  return Pipes{std::move(in), std::move(out), std::move(err)};
+}
+
+// argv or envp for execve: pointers into `strings` (which outlive it), then a null.
+std::vector<char*> exec_array(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) {
+    out.push_back(const_cast<char*>(s.c_str()));
   }
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(envv.size() + 1);
-  for (const auto& e : envv) {
-    envp.push_back(const_cast<char*>(e.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// The child between fork and exec: async-signal-safe calls only (the parent may have had
+// other threads). It dies with `parent`, leads a process group of its own (killed as one on
+// timeout), and gets the pipes as stdin, stdout and stderr.
+[[noreturn]] void exec_child(const char* binary, char* const* argv, char* const* envp,
+                             const Pipes& pipes, pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) {
+    ::_exit(127);  // the parent died before the line above: nobody waits for this child
   }
-  envp.push_back(nullptr);
-  // The child dies with us: a runtime that gives up on an ADD SIGKILLs the plugin
-  // (containerd does when kubelet cancels RunPodSandbox) and then runs DEL; an IPAM child
-  // left running would allocate after that DEL, a lease nobody releases. posix_spawn has no
-  // way to ask for that, so fork, and only async-signal-safe calls until exec.
-  const pid_t parent = ::getpid();
+  ::setpgid(0, 0);
   sigset_t empty;
   sigemptyset(&empty);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    return Error(ErrorKind::kDelegate, "cannot execute " + binary + ": " + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) {
-      ::_exit(127);  // we died before the line above: nobody waits for this child
-    }
-    ::setpgid(0, 0);  // its own group, killed as one on timeout
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    if (::dup2(in.read.get(), 0) < 0 || ::dup2(out.write.get(), 1) < 0 ||
-        ::dup2(err.write.get(), 2) < 0) {
-      ::_exit(127);
-    }
-    ::execve(binary.c_str(), argv.data(), envp.data());
-    // Tell the parent why, on a stderr it reads (errno's text is not async-signal-safe).
-    const char* why = errno == ENOENT   ? "no such file"
-                      : errno == EACCES ? "permission denied"
-                                        : "exec failed";
-    (void)!::write(2, why, std::strlen(why));
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  if (::dup2(pipes.in.read.get(), 0) < 0 || ::dup2(pipes.out.write.get(), 1) < 0 ||
+      ::dup2(pipes.err.write.get(), 2) < 0) {
     ::_exit(127);
   }
-  in.read.reset();
-  out.write.reset();
-  err.write.reset();
-  // A plugin that exits without reading stdin must not kill us with SIGPIPE.
-  ::signal(SIGPIPE, SIG_IGN);
-  ::fcntl(in.write.get(), F_SETFL, O_NONBLOCK);
+  ::execve(binary, argv, envp);
+  // Tell the parent why, on a stderr it reads (errno's text is not async-signal-safe).
+  const char* why = errno == ENOENT   ? "no such file"
+                    : errno == EACCES ? "permission denied"
+                                      : "exec failed";
+  (void)!::write(2, why, std::strlen(why));
+  ::_exit(127);
+}
 
-  Exit result;
+// Writes what is left of `input` to a non-blocking stdin; closes it when all is written or
+// the plugin closed its end (it will answer without the rest).
+void feed(Fd& in, const std::string& input, size_t& written) {
+  ssize_t w = ::write(in.get(), input.data() + written, input.size() - written);
+  if (w > 0) {
+    written += static_cast<size_t>(w);
+  }
+  if ((w < 0 && errno != EAGAIN) || written == input.size()) {
+    in.reset();
+  }
+}
+
+// Appends what `src` has to `dst` (up to kMaxOutput); closes `src` at its end or on an error.
+void drain(Fd& src, std::string& dst) {
+  char buf[65536];
+  ssize_t r = ::read(src.get(), buf, sizeof(buf));
+  if (r > 0 && dst.size() < kMaxOutput) {
+    dst.append(buf, static_cast<size_t>(r));
+  } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+    src.reset();
+  }
+}
+
+// Feeds `input` to the child and collects its stdout and stderr until it closes both;
+// false when `deadline` passed first.
+bool exchange(Pipes& pipes, const std::string& input,
+              std::chrono::steady_clock::time_point deadline, Exit& result) {
+  Fd& in = pipes.in.write;
+  Fd& out = pipes.out.read;
+  Fd& err = pipes.err.read;
   size_t written = 0;
   if (input.empty()) {
-    in.write.reset();
+    in.reset();
   }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
-  while (out.read.get() >= 0 || err.read.get() >= 0) {
+  while (out.get() >= 0 || err.get() >= 0) {
     std::vector<pollfd> fds;
-    if (in.write.get() >= 0) {
-      fds.push_back({in.write.get(), POLLOUT, 0});
+    if (in.get() >= 0) {
+      fds.push_back({in.get(), POLLOUT, 0});
     }
-    if (out.read.get() >= 0) {
-      fds.push_back({out.read.get(), POLLIN, 0});
-    }
-    if (err.read.get() >= 0) {
-      fds.push_back({err.read.get(), POLLIN, 0});
+    for (const Fd* fd : {&out, &err}) {
+      if (fd->get() >= 0) {
+        fds.push_back({fd->get(), POLLIN, 0});
+      }
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      timed_out = true;
-      break;
+      return false;
     }
-    int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR) {
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) {
       break;
     }
     for (const auto& p : fds) {
       if (p.revents == 0) {
         continue;
       }
-      if (p.fd == in.write.get()) {
-        ssize_t w = ::write(p.fd, input.data() + written, input.size() - written);
-        if (w > 0) {
-          written += static_cast<size_t>(w);
-        }
-        // Done, or the plugin closed stdin and will answer without the rest.
-        if ((w < 0 && errno != EAGAIN) || written == input.size()) {
-          in.write.reset();
-        }
-        continue;
-      }
-      Fd& src = p.fd == out.read.get() ? out.read : err.read;
-      std::string& dst = p.fd == out.read.get() ? result.out : result.err;
-      char buf[65536];
-      ssize_t r = ::read(p.fd, buf, sizeof(buf));
-      if (r > 0 && dst.size() < kMaxOutput) {
-        dst.append(buf, static_cast<size_t>(r));
-      } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-        src.reset();
+      if (p.fd == in.get()) {
+        feed(in, input, written);
+      } else if (p.fd == out.get()) {
+        drain(out, result.out);
+      } else {
+        drain(err, result.err);
       }
     }
   }
-  if (timed_out) {
+  return true;
+}
+
+// Spawns `binary`, feeds it `input`, collects stdout/stderr until it exits or
+// the deadline passes (then it and its process group are killed).
+Expected<Exit> run(const std::string& binary, const std::vector<std::string>& args,
+                   const std::vector<std::string>& envv, const std::string& input,
+                   std::chrono::milliseconds timeout) {
+  TRY_ASSIGN(Pipes pipes, make_pipes());
+  std::vector<std::string> argv_strings = {binary};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv = exec_array(argv_strings);
+  std::vector<char*> envp = exec_array(envv);
+  // The child dies with us: a runtime that gives up on an ADD SIGKILLs the plugin
+  // (containerd does when kubelet cancels RunPodSandbox) and then runs DEL; an IPAM child
+  // left running would allocate after that DEL, a lease nobody releases. posix_spawn has no
+  // way to ask for that, so fork, and only async-signal-safe calls until exec.
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    return Error(ErrorKind::kDelegateFailed,
+                 "cannot execute " + binary + ": " + std::strerror(errno));
+  }
+  if (pid == 0) {
+    exec_child(binary.c_str(), argv.data(), envp.data(), pipes, parent);
+  }
+  pipes.in.read.reset();
+  pipes.out.write.reset();
+  pipes.err.write.reset();
+  // A plugin that exits without reading stdin must not kill us with SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::fcntl(pipes.in.write.get(), F_SETFL, O_NONBLOCK);
+
+  Exit result;
+  const bool finished = exchange(pipes, input, std::chrono::steady_clock::now() + timeout, result);
+  if (!finished) {
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
+  if (!finished) {
     return Error(ErrorKind::kTryAgainLater, binary + " did not finish within " +
                                                 std::to_string(timeout.count()) + " ms; killed");
   }
@@ -306,7 +347,7 @@ Expected<std::string> exec_plugin(const std::string& type, Command command, cons
       return Error::delegated(code, who + ": " + msg, details);
     }
   }
-  return Error(ErrorKind::kDelegate, who + " " + how_it_ended(exit));
+  return Error(ErrorKind::kDelegateFailed, who + " " + how_it_ended(exit));
 }
 
 Expected<std::string> exec_program(const std::string& binary, const std::vector<std::string>& args,
@@ -322,7 +363,7 @@ Expected<std::string> exec_program(const std::string& binary, const std::vector<
   if (WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) {
     return std::move(exit.out);
   }
-  return Error(ErrorKind::kDelegate, binary + " " + how_it_ended(exit));
+  return Error(ErrorKind::kDelegateFailed, binary + " " + how_it_ended(exit));
 }
 
 Expected<Result> delegate_add(const std::string& type, const Environment& env,
@@ -331,7 +372,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
   TRY_ASSIGN(std::string out, exec_plugin(type, Command::kAdd, env, stdin_text, options));
   auto doc = parse_json(out);
   if (doc.is_discarded() || !doc.is_object()) {
-    return Error(ErrorKind::kDelegate,
+    return Error(ErrorKind::kDelegateFailed,
                  "ADD via " + type + ": result is not a JSON object: \"" + tail(out, 200) + "\"");
   }
   std::string version = cni_version;
@@ -341,7 +382,7 @@ Expected<Result> delegate_add(const std::string& type, const Environment& env,
   auto result = decode_result(doc, version, type + " result");
   if (!result) {
     Error e = std::move(result).error();
-    return Error(ErrorKind::kDelegate, "ADD via " + type + ": " + e.msg());
+    return Error(ErrorKind::kDelegateFailed, "ADD via " + type + ": " + e.msg());
   }
   return result;
 }

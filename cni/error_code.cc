@@ -10,20 +10,20 @@ struct Code {
 };
 
 constexpr Code kCodes[] = {
-    {ErrorKind::kIncompatibleVersion, 1},
-    {ErrorKind::kUnsupportedField, 2},
-    {ErrorKind::kUnknownContainer, 3},
-    {ErrorKind::kInvalidEnvironment, 4},
-    {ErrorKind::kIo, 5},
-    {ErrorKind::kDecode, 6},
-    {ErrorKind::kInvalidConfig, 7},
-    {ErrorKind::kTryAgainLater, 11},
-    {ErrorKind::kNotAvailable, 50},
-    {ErrorKind::kLimitedConnectivity, 51},
+    {ErrorKind::kIncompatibleVersion, code::kIncompatibleCniVersion},
+    {ErrorKind::kUnsupportedField, code::kUnsupportedField},
+    {ErrorKind::kUnknownContainer, code::kUnknownContainer},
+    {ErrorKind::kInvalidEnvironment, code::kInvalidEnvironmentVariables},
+    {ErrorKind::kIo, code::kIoFailure},
+    {ErrorKind::kDecode, code::kDecodingFailure},
+    {ErrorKind::kInvalidConfig, code::kInvalidNetworkConfig},
+    {ErrorKind::kTryAgainLater, code::kTryAgainLater},
+    {ErrorKind::kNotAvailable, code::kNotAvailable},
+    {ErrorKind::kLimitedConnectivity, code::kLimitedConnectivity},
     {ErrorKind::kDeviceNotFound, 100},
     {ErrorKind::kDeviceBusy, 101},
     {ErrorKind::kKernel, 102},
-    {ErrorKind::kDelegate, 103},
+    {ErrorKind::kDelegateFailed, 103},
     {ErrorKind::kPluginNotFound, 103},
     {ErrorKind::kAddressUnavailable, 104},
     {ErrorKind::kRdmaIsolation, 105},
@@ -35,7 +35,7 @@ constexpr Code kCodes[] = {
 }  // namespace
 
 int error_code(const Error& error) {
-  if (error.kind() == ErrorKind::kDelegated) {
+  if (error.kind() == ErrorKind::kDelegateReported) {
     return error.delegated_code();
   }
   for (const auto& entry : kCodes) {
@@ -44,6 +44,24 @@ int error_code(const Error& error) {
     }
   }
   return 199;
+}
+
+bool predates_status(const Error& error) {
+  const int c = error_code(error);
+  return c == code::kIncompatibleCniVersion || c == code::kInvalidEnvironmentVariables;
+}
+
+bool predates_gc(const Error& error) {
+  const int c = error_code(error);
+  return c == code::kIncompatibleCniVersion || c == code::kUnknownContainer ||
+         c == code::kInvalidEnvironmentVariables;
+}
+
+bool rejects_the_config(const Error& error) {
+  const int c = error_code(error);
+  return c == code::kIncompatibleCniVersion || c == code::kUnsupportedField ||
+         c == code::kInvalidEnvironmentVariables || c == code::kDecodingFailure ||
+         c == code::kInvalidNetworkConfig;
 }
 
 }  // namespace rdmanet::cni

@@ -56,93 +56,112 @@ bool Dns::empty() const {
   return nameservers.empty() && domain.empty() && search.empty() && options.empty();
 }
 
+namespace {
+
+// Each element as the result of `version` has it: fields a version does not know are left
+// out, as are empty ones.
+json encode_interface(const Interface& i, const std::string& version) {
+  json j = {{"name", i.name}};
+  if (!i.mac.empty()) {
+    j["mac"] = i.mac;
+  }
+  if (is_v1_1(version) && i.mtu != 0) {
+    j["mtu"] = i.mtu;
+  }
+  if (!i.sandbox.empty()) {
+    j["sandbox"] = i.sandbox;
+  }
+  if (is_v1_1(version) && !i.socket_path.empty()) {
+    j["socketPath"] = i.socket_path;
+  }
+  if (is_v1_1(version) && !i.pci_id.empty()) {
+    j["pciID"] = i.pci_id;
+  }
+  return j;
+}
+
+json encode_ip(const IpConfig& ip, const std::string& version) {
+  json j = json::object();
+  if (has_ip_version_field(version)) {
+    j["version"] = ip.is_ipv6() ? "6" : "4";
+  }
+  if (ip.interface) {
+    j["interface"] = *ip.interface;
+  }
+  j["address"] = ip.address;
+  if (!ip.gateway.empty()) {
+    j["gateway"] = ip.gateway;
+  }
+  return j;
+}
+
+json encode_route(const Route& r, const std::string& version) {
+  json j = {{"dst", r.dst}};
+  if (!r.gw.empty()) {
+    j["gw"] = r.gw;
+  }
+  if (!is_v1_1(version)) {
+    return j;
+  }
+  if (r.mtu != 0) {
+    j["mtu"] = r.mtu;
+  }
+  if (r.advmss != 0) {
+    j["advmss"] = r.advmss;
+  }
+  if (r.priority != 0) {
+    j["priority"] = r.priority;
+  }
+  if (r.table) {
+    j["table"] = *r.table;
+  }
+  if (r.scope) {
+    j["scope"] = *r.scope;
+  }
+  return j;
+}
+
+json encode_dns(const Dns& dns) {
+  json j = json::object();
+  if (!dns.nameservers.empty()) {
+    j["nameservers"] = dns.nameservers;
+  }
+  if (!dns.domain.empty()) {
+    j["domain"] = dns.domain;
+  }
+  if (!dns.search.empty()) {
+    j["search"] = dns.search;
+  }
+  if (!dns.options.empty()) {
+    j["options"] = dns.options;
+  }
+  return j;
+}
+
+// out[key]: `items`, each encoded for `version`; left out when there are none.
+template <class T>
+void put_list(json& out, const char* key, const std::vector<T>& items, const std::string& version,
+              json (*encode)(const T&, const std::string&)) {
+  if (items.empty()) {
+    return;
+  }
+  json list = json::array();
+  for (const auto& item : items) {
+    list.push_back(encode(item, version));
+  }
+  out[key] = std::move(list);
+}
+
+}  // namespace
+
 json encode_result(const Result& result, const std::string& version) {
   json out = json::object();
   out["cniVersion"] = version;
-  if (!result.interfaces.empty()) {
-    json ifaces = json::array();
-    for (const auto& i : result.interfaces) {
-      json j = {{"name", i.name}};
-      if (!i.mac.empty()) {
-        j["mac"] = i.mac;
-      }
-      if (is_v1_1(version) && i.mtu != 0) {
-        j["mtu"] = i.mtu;
-      }
-      if (!i.sandbox.empty()) {
-        j["sandbox"] = i.sandbox;
-      }
-      if (is_v1_1(version) && !i.socket_path.empty()) {
-        j["socketPath"] = i.socket_path;
-      }
-      if (is_v1_1(version) && !i.pci_id.empty()) {
-        j["pciID"] = i.pci_id;
-      }
-      ifaces.push_back(std::move(j));
-    }
-    out["interfaces"] = std::move(ifaces);
-  }
-  if (!result.ips.empty()) {
-    json ips = json::array();
-    for (const auto& ip : result.ips) {
-      json j = json::object();
-      if (has_ip_version_field(version)) {
-        j["version"] = ip.is_ipv6() ? "6" : "4";
-      }
-      if (ip.interface) {
-        j["interface"] = *ip.interface;
-      }
-      j["address"] = ip.address;
-      if (!ip.gateway.empty()) {
-        j["gateway"] = ip.gateway;
-      }
-      ips.push_back(std::move(j));
-    }
-    out["ips"] = std::move(ips);
-  }
-  if (!result.routes.empty()) {
-    json routes = json::array();
-    for (const auto& r : result.routes) {
-      json j = {{"dst", r.dst}};
-      if (!r.gw.empty()) {
-        j["gw"] = r.gw;
-      }
-      if (is_v1_1(version)) {
-        if (r.mtu != 0) {
-          j["mtu"] = r.mtu;
-        }
-        if (r.advmss != 0) {
-          j["advmss"] = r.advmss;
-        }
-        if (r.priority != 0) {
-          j["priority"] = r.priority;
-        }
-        if (r.table) {
-          j["table"] = *r.table;
-        }
-        if (r.scope) {
-          j["scope"] = *r.scope;
-        }
-      }
-      routes.push_back(std::move(j));
-    }
-    out["routes"] = std::move(routes);
-  }
+  put_list(out, "interfaces", result.interfaces, version, encode_interface);
+  put_list(out, "ips", result.ips, version, encode_ip);
+  put_list(out, "routes", result.routes, version, encode_route);
   // Like libcni, dns is always present, empty fields omitted.
-  json dns = json::object();
-  if (!result.dns.nameservers.empty()) {
-    dns["nameservers"] = result.dns.nameservers;
-  }
-  if (!result.dns.domain.empty()) {
-    dns["domain"] = result.dns.domain;
-  }
-  if (!result.dns.search.empty()) {
-    dns["search"] = result.dns.search;
-  }
-  if (!result.dns.options.empty()) {
-    dns["options"] = result.dns.options;
-  }
-  out["dns"] = std::move(dns);
+  out["dns"] = encode_dns(result.dns);
   return out;
 }
 

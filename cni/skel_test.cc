@@ -4,6 +4,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cni/error_code.h"
@@ -231,7 +232,7 @@ TEST(Skel, ErrorCodesAreMappedInOnePlace) {
                                        {ErrorKind::kDeviceNotFound, 100},
                                        {ErrorKind::kDeviceBusy, 101},
                                        {ErrorKind::kKernel, 102},
-                                       {ErrorKind::kDelegate, 103},
+                                       {ErrorKind::kDelegateFailed, 103},
                                        {ErrorKind::kPluginNotFound, 103},
                                        {ErrorKind::kAddressUnavailable, 104},
                                        {ErrorKind::kRdmaIsolation, 105},
@@ -242,6 +243,31 @@ TEST(Skel, ErrorCodesAreMappedInOnePlace) {
     EXPECT_EQ(error_code(Error(kind, "")), code);
   }
   EXPECT_EQ(error_code(Error::delegated(42, "x", "")), 42);
+}
+
+// What a caller decides from another plugin's code, read as the spec's numbers.
+TEST(Skel, APluginsCodeSaysWhetherItPredatesACommandOrRejectsTheConfig) {
+  std::set<int> predates_status_codes;
+  std::set<int> predates_gc_codes;
+  std::set<int> rejects_codes;
+  for (int code = 1; code < 200; ++code) {
+    Error e = Error::delegated(code, "x", "");
+    if (predates_status(e)) {
+      predates_status_codes.insert(code);
+    }
+    if (predates_gc(e)) {
+      predates_gc_codes.insert(code);
+    }
+    if (rejects_the_config(e)) {
+      rejects_codes.insert(code);
+    }
+  }
+  EXPECT_EQ(predates_status_codes, (std::set<int>{1, 4}));
+  EXPECT_EQ(predates_gc_codes, (std::set<int>{1, 3, 4}));
+  EXPECT_EQ(rejects_codes, (std::set<int>{1, 2, 4, 6, 7}));
+  // rdmanet's own errors are judged by the code they become.
+  EXPECT_TRUE(rejects_the_config(Error(ErrorKind::kInvalidConfig, "")));
+  EXPECT_FALSE(rejects_the_config(Error(ErrorKind::kPluginNotFound, "")));
 }
 
 TEST(Skel, ErrorJsonCarriesDetailsAndSurvivesBinaryInput) {

@@ -15,7 +15,9 @@ struct SpecVersion {
   int minor = 0;
   int patch = 0;
 
-  auto operator<=>(const SpecVersion&) const = default;
+  // clang-tidy 14 takes the 0 the defaulted <=> compares with for a null pointer
+  // (llvm-project#53961, fixed in clang-tidy 18).
+  auto operator<=>(const SpecVersion&) const = default;  // NOLINT(modernize-use-nullptr)
   std::string str() const;
 };
 

@@ -201,9 +201,9 @@ Status Allocator::refresh_pools(Store& store) {
   return ok_status();
 }
 
-Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
-                                                 const std::vector<IpAddr>& requested) {
-  std::vector<std::optional<IpAddr>> want(pools_.size());
+Expected<Allocator::AddressBySet> Allocator::requested_by_set(
+    const std::vector<IpAddr>& requested) const {
+  AddressBySet want(pools_.size());
   for (const auto& ip : requested) {
     auto set = set_of(ip);
     if (!set) {
@@ -217,58 +217,76 @@ Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
     }
     want[*set] = ip;
   }
+  return want;
+}
 
-  TRY_ASSIGN(Store store, open_store());
-  TRY(store.remove_stale_temporaries());
-  std::vector<std::optional<IpAddr>> held(pools_.size());
-  TRY_ASSIGN(std::optional<Record> record, store.read_record(who.owner));
-  if (record) {
-    for (const auto& ip : record->ips) {
-      auto set = set_of(ip);
-      if (!set || held[*set]) {
-        continue;
-      }
-      TRY_ASSIGN(auto lease, store.read_lease(ip));
-      if (owned_by(lease, who.owner)) {
-        held[*set] = ip;
-      }
+Expected<Allocator::AddressBySet> Allocator::held_by(Store& store, const Owner& owner,
+                                                     const std::optional<Record>& record) const {
+  AddressBySet held(pools_.size());
+  if (!record) {
+    return held;
+  }
+  for (const auto& ip : record->ips) {
+    auto set = set_of(ip);
+    if (!set || held[*set]) {
+      continue;
+    }
+    TRY_ASSIGN(auto lease, store.read_lease(ip));
+    if (owned_by(lease, owner)) {
+      held[*set] = ip;
     }
   }
+  return held;
+}
 
+Status Allocator::refuse_a_second_address(const Owner& owner, const AddressBySet& want,
+                                          const AddressBySet& held) const {
   // A re-ADD keeps what the attachment holds; asking for another address is a conflict, as
   // host-local refuses it (never silently the old address).
   for (size_t set = 0; set < pools_.size(); ++set) {
     if (want[set] && held[set] && *want[set] != *held[set]) {
       return Error(ErrorKind::kAddressUnavailable,
-                   who.owner.str() + " already holds " + held[set]->str() + " in " +
+                   owner.str() + " already holds " + held[set]->str() + " in " +
                        pools_[set].where() + "; requested address " + want[set]->str() +
                        " would be a second one (DEL the attachment first)");
     }
   }
+  return ok_status();
+}
 
+namespace {
+
+// What every lease of `who` says besides its address.
+Lease lease_of(const Attachment& who) {
   Lease proto;
   proto.owner = who.owner;
   proto.netns = who.netns;
   proto.pod_namespace = who.pod_namespace;
   proto.pod_name = who.pod_name;
   proto.pod_uid = who.pod_uid;
-  std::vector<std::pair<size_t, IpAddr>> fresh;
-  auto fail = [&](Error error) -> Error {
-    for (const auto& [set, ip] : fresh) {
-      (void)store.release(ip);
-      note_taken(store, set, ip, false, false);
+  return proto;
+}
+
+// The addresses there are, in set order.
+std::vector<IpAddr> present(const std::vector<std::optional<IpAddr>>& addresses) {
+  std::vector<IpAddr> out;
+  for (const auto& ip : addresses) {
+    if (ip) {
+      out.push_back(*ip);
     }
-    // The record as it was before this call (before_claim_ may have rewritten it).
-    (void)(record ? store.write_record(*record) : store.remove_record(who.owner));
-    (void)store.sync();
-    return error;
-  };
+  }
+  return out;
+}
+
+}  // namespace
+
+Status Allocator::claim_missing(Store& store, const Attachment& who, const AddressBySet& want,
+                                AddressBySet& held, std::vector<Claimed>& fresh) {
+  const Lease proto = lease_of(who);
   before_claim_ = [&](const IpAddr& candidate) {
     Record r{who.owner, who.netns, {candidate}};
-    for (const auto& h : held) {
-      if (h) {
-        r.ips.push_back(*h);
-      }
+    for (const auto& ip : present(held)) {
+      r.ips.push_back(ip);
     }
     return store.write_record(r);
   };
@@ -280,35 +298,45 @@ Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
     if (held[set]) {
       continue;
     }
-    std::vector<IpAddr> keep;
-    for (const auto& h : held) {
-      if (h) {
-        keep.push_back(*h);
-      }
-    }
-    auto ip = want[set] ? claim_requested(store, set, *want[set], proto, keep)
-                        : allocate(store, set, proto, keep);
-    if (!ip) {
-      return fail(std::move(ip).error());
-    }
-    spdlog::debug("{} gets {} from {}", who.owner.str(), ip->str(), pools_[set].where());
-    held[set] = *ip;
-    fresh.emplace_back(set, *ip);
-    note_taken(store, set, *ip, true, !want[set]);
+    const std::vector<IpAddr> keep = present(held);
+    TRY_ASSIGN(IpAddr ip, want[set] ? claim_requested(store, set, *want[set], proto, keep)
+                                    : allocate(store, set, proto, keep));
+    spdlog::debug("{} gets {} from {}", who.owner.str(), ip.str(), pools_[set].where());
+    held[set] = ip;
+    fresh.push_back({set, ip});
+    note_taken(store, set, ip, true, !want[set]);
   }
   // A re-ADD that holds everything changes nothing: the netns and pod of a
   // lease are those of the ADD that created it.
   if (!fresh.empty()) {
-    Record r{who.owner, who.netns, {}};
-    for (const auto& ip : held) {
-      r.ips.push_back(*ip);
-    }
-    if (auto s = store.write_record(r); !s) {
-      return fail(std::move(s).error());
-    }
+    TRY(store.write_record(Record{who.owner, who.netns, present(held)}));
   }
-  if (auto s = store.sync(); !s) {
-    return fail(std::move(s).error());
+  return store.sync();
+}
+
+void Allocator::undo_claims(Store& store, const Owner& owner, const std::optional<Record>& record,
+                            const std::vector<Claimed>& fresh) {
+  for (const auto& [set, ip] : fresh) {
+    (void)store.release(ip);
+    note_taken(store, set, ip, false, false);
+  }
+  // The record as it was before this call (before_claim_ may have rewritten it).
+  (void)(record ? store.write_record(*record) : store.remove_record(owner));
+  (void)store.sync();
+}
+
+Expected<std::vector<Allocation>> Allocator::add(const Attachment& who,
+                                                 const std::vector<IpAddr>& requested) {
+  TRY_ASSIGN(AddressBySet want, requested_by_set(requested));
+  TRY_ASSIGN(Store store, open_store());
+  TRY(store.remove_stale_temporaries());
+  TRY_ASSIGN(std::optional<Record> record, store.read_record(who.owner));
+  TRY_ASSIGN(AddressBySet held, held_by(store, who.owner, record));
+  TRY(refuse_a_second_address(who.owner, want, held));
+  std::vector<Claimed> fresh;
+  if (auto s = claim_missing(store, who, want, held, fresh); !s) {
+    undo_claims(store, who.owner, record, fresh);
+    return std::move(s).error();
   }
   std::vector<Allocation> out;
   for (size_t set = 0; set < pools_.size(); ++set) {

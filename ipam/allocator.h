@@ -105,7 +105,31 @@ class Allocator {
   Expected<Reconciled> reconcile(const std::vector<Owner>& keep = {});
 
  private:
+  // One address or none per range set, indexed like pools_.
+  using AddressBySet = std::vector<std::optional<IpAddr>>;
+  // An address add() claimed in this call, in range set `set`.
+  struct Claimed {
+    size_t set;
+    IpAddr ip;
+  };
+
   Expected<Store> open_store();
+  // add()'s steps. The requested addresses by range set: at most one in each, and each in one.
+  Expected<AddressBySet> requested_by_set(const std::vector<IpAddr>& requested) const;
+  // The addresses of `record` whose leases are still the attachment's own.
+  Expected<AddressBySet> held_by(Store& store, const Owner& owner,
+                                 const std::optional<Record>& record) const;
+  // kAddressUnavailable when a set holds an address and another one is requested there.
+  Status refuse_a_second_address(const Owner& owner, const AddressBySet& want,
+                                 const AddressBySet& held) const;
+  // Claims an address in every set not `held` (the one `want`ed, or any), records the
+  // attachment as holding them and syncs. Every address claimed goes into `fresh` (and
+  // `held`) at once, so that a failure half way can be undone by undo_claims().
+  Status claim_missing(Store& store, const Attachment& who, const AddressBySet& want,
+                       AddressBySet& held, std::vector<Claimed>& fresh);
+  // Releases `fresh` and puts the attachment's record back as it was (`record`, or none).
+  void undo_claims(Store& store, const Owner& owner, const std::optional<Record>& record,
+                   const std::vector<Claimed>& fresh);
   // Applies the reclaim rule to every lease but those in `keep`.
   Status sweep(Store& store, const std::vector<IpAddr>& keep);
   // The reclaim rule: why a lease goes (nullptr: it stays).

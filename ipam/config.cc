@@ -108,20 +108,9 @@ Status seconds_field(Fields& f, const std::string& key, long long min, long long
   return ok_status();
 }
 
-Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSet>& sets) {
-  Fields f(obj, "ipam.cluster", kInvalid);
-  ClusterConfig c;
-  TRY(f.integer("blockSize", &c.block_len_v4).status());
-  TRY(f.integer("blockSizeV6", &c.block_len_v6).status());
-  long long release = c.release_after.count();
-  TRY(seconds_field(f, "releaseAfter", 0, &release));
-  c.release_after = std::chrono::seconds(release);
-  TRY(f.string("nodeNameFile", &c.node_name_file).status());
-  if (c.node_name_file.empty() || c.node_name_file.front() != '/') {
-    return f.error("nodeNameFile", "must be an absolute path");
-  }
-  // Every range must split into blocks: the block no larger than the subnet,
-  // and at most 2^16 blocks per range (each is one etcd key).
+// Every range must split into blocks: the block no larger than the subnet,
+// and at most 2^16 blocks per range (each is one etcd key).
+Status check_block_sizes(Fields& f, const ClusterConfig& c, const std::vector<RangeSet>& sets) {
   for (const auto& set : sets) {
     for (const auto& r : set.ranges) {
       bool v6 = r.subnet.addr.v6;
@@ -139,11 +128,34 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
       }
     }
   }
-  json etcd;
-  TRY(f.object("etcd", &etcd).status());
-  if (etcd.is_null()) {
-    return f.error("etcd", "is required in cluster mode");
+  return ok_status();
+}
+
+// ipam.cluster.etcd.tls: absolute paths, a cert only with its key, and only for https members.
+Status parse_etcd_tls(Fields& e, const json& tls, ClusterConfig& c) {
+  Fields t(tls, "ipam.cluster.etcd.tls", kInvalid);
+  for (auto [key, out] :
+       {std::pair{"ca", &c.tls.ca}, std::pair{"cert", &c.tls.cert}, std::pair{"key", &c.tls.key}}) {
+    TRY(t.string(key, out).status());
+    if (!out->empty() && out->front() != '/') {
+      return t.error(key, "must be an absolute path");
+    }
   }
+  if (c.tls.cert.empty() != c.tls.key.empty()) {
+    return t.error(c.tls.cert.empty() ? "cert" : "key",
+                   "is required with " + t.path(c.tls.cert.empty() ? "key" : "cert"));
+  }
+  for (const auto& ep : c.endpoints) {
+    if (!ep.tls) {
+      // The certificates would protect some members' traffic and not the others'.
+      return e.error("tls", "is set, but endpoint " + ep.url + " is not https");
+    }
+  }
+  return ok_status();
+}
+
+// ipam.cluster.etcd: its members, key prefix, timeout and TLS files.
+Status parse_etcd(const json& etcd, ClusterConfig& c) {
   Fields e(etcd, "ipam.cluster.etcd", kInvalid);
   std::vector<std::string> urls;
   TRY(e.string_list("endpoints", &urls).status());
@@ -172,26 +184,108 @@ Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSe
   json tls;
   TRY(e.object("tls", &tls).status());
   if (!tls.is_null()) {
-    Fields t(tls, "ipam.cluster.etcd.tls", kInvalid);
-    for (auto [key, out] : {std::pair{"ca", &c.tls.ca}, std::pair{"cert", &c.tls.cert},
-                            std::pair{"key", &c.tls.key}}) {
-      TRY(t.string(key, out).status());
-      if (!out->empty() && out->front() != '/') {
-        return t.error(key, "must be an absolute path");
-      }
+    TRY(parse_etcd_tls(e, tls, c));
+  }
+  return ok_status();
+}
+
+Expected<ClusterConfig> parse_cluster(const json& obj, const std::vector<RangeSet>& sets) {
+  Fields f(obj, "ipam.cluster", kInvalid);
+  ClusterConfig c;
+  TRY(f.integer("blockSize", &c.block_len_v4).status());
+  TRY(f.integer("blockSizeV6", &c.block_len_v6).status());
+  long long release = c.release_after.count();
+  TRY(seconds_field(f, "releaseAfter", 0, &release));
+  c.release_after = std::chrono::seconds(release);
+  TRY(f.string("nodeNameFile", &c.node_name_file).status());
+  if (c.node_name_file.empty() || c.node_name_file.front() != '/') {
+    return f.error("nodeNameFile", "must be an absolute path");
+  }
+  TRY(check_block_sizes(f, c, sets));
+  json etcd;
+  TRY(f.object("etcd", &etcd).status());
+  if (etcd.is_null()) {
+    return f.error("etcd", "is required in cluster mode");
+  }
+  TRY(parse_etcd(etcd, c));
+  return c;
+}
+
+// ipam.ranges[i]: a non-empty list of ranges of one address family.
+Expected<RangeSet> parse_range_set(const json& ranges, const std::string& set_where) {
+  if (!ranges.is_array() || ranges.empty()) {
+    return Error(kInvalid, set_where + " must be a non-empty array of ranges");
+  }
+  RangeSet set;
+  set.where = set_where;
+  for (size_t j = 0; j < ranges.size(); ++j) {
+    std::string where = set_where + "[" + std::to_string(j) + "]";
+    if (!ranges[j].is_object()) {
+      return Error(kInvalid, where + " must be an object, got " + json_type_name(ranges[j]));
     }
-    if (c.tls.cert.empty() != c.tls.key.empty()) {
-      return t.error(c.tls.cert.empty() ? "cert" : "key",
-                     "is required with " + t.path(c.tls.cert.empty() ? "key" : "cert"));
+    TRY_ASSIGN(Range r, parse_range(ranges[j], where));
+    if (!set.ranges.empty() && set.ranges.front().subnet.addr.v6 != r.subnet.addr.v6) {
+      return Error(kInvalid, where + ".subnet mixes address families within " + set_where);
     }
-    for (const auto& ep : c.endpoints) {
-      if (!ep.tls) {
-        // The certificates would protect some members' traffic and not the others'.
-        return e.error("tls", "is set, but endpoint " + ep.url + " is not https");
-      }
+    set.ranges.push_back(std::move(r));
+  }
+  return set;
+}
+
+// The legacy single range at the top level comes first, as in host-local; then ipam.ranges.
+Expected<std::vector<RangeSet>> parse_range_sets(Fields& f, const json& ipam) {
+  std::vector<RangeSet> out;
+  if (f.has("subnet")) {
+    TRY_ASSIGN(Range r, parse_range(ipam, "ipam"));
+    out.push_back(RangeSet{{std::move(r)}, "ipam"});
+  }
+  if (f.has("ranges")) {
+    const json& sets = ipam["ranges"];
+    if (!sets.is_array()) {
+      return f.error("ranges",
+                     std::string("must be an array of range sets, got ") + json_type_name(sets));
+    }
+    for (size_t i = 0; i < sets.size(); ++i) {
+      TRY_ASSIGN(RangeSet set, parse_range_set(sets[i], "ipam.ranges[" + std::to_string(i) + "]"));
+      out.push_back(std::move(set));
     }
   }
-  return c;
+  if (out.empty()) {
+    return Error(kInvalid, "ipam.ranges: no IP ranges specified");
+  }
+  return out;
+}
+
+// No two ranges anywhere may overlap: an address belongs to one range set.
+Status check_no_overlap(const std::vector<RangeSet>& sets) {
+  std::vector<const Range*> all;
+  for (const auto& set : sets) {
+    for (const auto& r : set.ranges) {
+      for (const Range* other : all) {
+        if (overlaps(*other, r)) {
+          return Error(kInvalid, r.where + " overlaps with " + other->where + " (" + r.start.str() +
+                                     "-" + r.end.str() + " and " + other->start.str() + "-" +
+                                     other->end.str() + ")");
+        }
+      }
+      all.push_back(&r);
+    }
+  }
+  return ok_status();
+}
+
+Status parse_exclude(Fields& f, std::vector<Prefix>* out) {
+  std::vector<std::string> exclude;
+  TRY(f.string_list("exclude", &exclude).status());
+  for (size_t n = 0; n < exclude.size(); ++n) {
+    auto p = parse_ip_or_prefix(exclude[n]);
+    if (!p) {
+      return Error(kInvalid, "ipam.exclude[" + std::to_string(n) +
+                                 "] is not a valid CIDR or address: \"" + exclude[n] + "\"");
+    }
+    out->push_back(*p);
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -214,68 +308,9 @@ Expected<IpamConfig> parse_ipam_config(const json& ipam) {
   if (config.data_dir.front() != '/') {
     return f.error("dataDir", "must be an absolute path, not \"" + config.data_dir + "\"");
   }
-
-  // The legacy single range at the top level comes first, as in host-local.
-  if (f.has("subnet")) {
-    TRY_ASSIGN(Range r, parse_range(ipam, "ipam"));
-    config.range_sets.push_back(RangeSet{{std::move(r)}, "ipam"});
-  }
-  if (f.has("ranges")) {
-    const json& sets = ipam["ranges"];
-    if (!sets.is_array()) {
-      return f.error("ranges",
-                     std::string("must be an array of range sets, got ") + json_type_name(sets));
-    }
-    for (size_t i = 0; i < sets.size(); ++i) {
-      std::string set_where = "ipam.ranges[" + std::to_string(i) + "]";
-      if (!sets[i].is_array() || sets[i].empty()) {
-        return Error(kInvalid, set_where + " must be a non-empty array of ranges");
-      }
-      RangeSet set;
-      set.where = set_where;
-      for (size_t j = 0; j < sets[i].size(); ++j) {
-        std::string where = set_where + "[" + std::to_string(j) + "]";
-        if (!sets[i][j].is_object()) {
-          return Error(kInvalid, where + " must be an object, got " + json_type_name(sets[i][j]));
-        }
-        TRY_ASSIGN(Range r, parse_range(sets[i][j], where));
-        if (!set.ranges.empty() && set.ranges.front().subnet.addr.v6 != r.subnet.addr.v6) {
-          return Error(kInvalid, where + ".subnet mixes address families within " + set_where);
-        }
-        set.ranges.push_back(std::move(r));
-      }
-      config.range_sets.push_back(std::move(set));
-    }
-  }
-  if (config.range_sets.empty()) {
-    return Error(kInvalid, "ipam.ranges: no IP ranges specified");
-  }
-  // No two ranges anywhere may overlap: an address belongs to one range set.
-  std::vector<const Range*> all;
-  for (const auto& set : config.range_sets) {
-    for (const auto& r : set.ranges) {
-      for (const Range* other : all) {
-        if (overlaps(*other, r)) {
-          return Error(kInvalid, r.where + " overlaps with " + other->where + " (" + r.start.str() +
-                                     "-" + r.end.str() + " and " + other->start.str() + "-" +
-                                     other->end.str() + ")");
-        }
-      }
-      all.push_back(&r);
-    }
-  }
-
-  std::vector<std::string> exclude;
-  TRY(f.string_list("exclude", &exclude).status());
-  for (size_t n = 0; n < exclude.size(); ++n) {
-    auto p = parse_ip_or_prefix(exclude[n]);
-    if (!p) {
-      return Error(kInvalid, "ipam.exclude[" + std::to_string(n) +
-                                 "] is not a valid CIDR or address: \"" + exclude[n] + "\"");
-    }
-    config.exclude.push_back(*p);
-  }
-
+  TRY_ASSIGN(config.range_sets, parse_range_sets(f, ipam));
+  TRY(check_no_overlap(config.range_sets));
+  TRY(parse_exclude(f, &config.exclude));
   TRY(parse_routes(f, &config.routes));
   json dns;
   TRY(f.object("dns", &dns).status());

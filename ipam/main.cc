@@ -74,6 +74,22 @@ Expected<NetworkFile> read_network_file(const std::string& path) {
   return out;
 }
 
+// The attachments in the config's "rdmanetKeep" list ([{"containerID", "ifname"}]).
+std::vector<Owner> kept_attachments(const NetworkFile& file, const std::string& path) {
+  std::vector<Owner> keep;
+  Fields f(file.doc, path, ErrorKind::kInvalidConfig);
+  std::vector<nlohmann::json> kept;
+  f.object_list("rdmanetKeep", &kept);
+  for (const auto& k : kept) {
+    Owner o;
+    Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
+        .required_string("containerID", &o.container_id)
+        .required_string("ifname", &o.ifname);
+    keep.push_back(std::move(o));
+  }
+  return keep;
+}
+
 // The reconcile report as `rdmanet-ipam reconcile` prints it (ipam/README.md).
 nlohmann::json report_json(const std::string& network, const NetworkReport& report) {
   nlohmann::json pools = nlohmann::json::array();
@@ -128,17 +144,8 @@ int reconcile_main(std::vector<std::string> args) {
     std::cerr << file.error().msg() << "\n";
     return 1;
   }
-  ReconcileRequest request{file->network, file->ipam, {}, heartbeat_ttl, list_silent};
-  Fields f(file->doc, args[0], ErrorKind::kInvalidConfig);
-  std::vector<nlohmann::json> kept;
-  f.object_list("rdmanetKeep", &kept);
-  for (const auto& k : kept) {
-    Owner o;
-    Fields(k, "rdmanetKeep", ErrorKind::kInvalidConfig)
-        .required_string("containerID", &o.container_id)
-        .required_string("ifname", &o.ifname);
-    request.keep.push_back(std::move(o));
-  }
+  ReconcileRequest request{file->network, file->ipam, kept_attachments(*file, args[0]),
+                           heartbeat_ttl, list_silent};
   auto done = reconcile_network(request);
   if (!done) {
     std::cerr << done.error().msg() << "\n";

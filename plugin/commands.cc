@@ -126,7 +126,7 @@ Status cmd_status(const cni::Call& call, LinkedIpam ipam) {
   const IpamPlugins plugins{ipam, ipam_timeout_of(call.conf)};
   auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kStatus, call.env,
                                  call.stdin_text, plugins.options(call.conf.ipam_type));
-  if (!s && (cni::error_code(s.error()) == 1 || cni::error_code(s.error()) == 4)) {
+  if (!s && cni::predates_status(s.error())) {
     // An IPAM plugin older than spec 1.1 cannot answer STATUS; that says nothing about
     // whether it can allocate.
     return ok_status();
@@ -194,10 +194,7 @@ Status cmd_gc(const cni::Call& call, LinkedIpam ipam) {
     auto s = cni::delegate_command(call.conf.ipam_type, cni::Command::kGc, call.env,
                                    ipam_gc_request(call, kept),
                                    context.ipam.options(call.conf.ipam_type));
-    // A plugin that predates GC says 1, or (libcni's skel before 1.1) that a variable its
-    // commands need is missing: 3 or 4.
-    const int code = s ? 0 : cni::error_code(s.error());
-    if (code == 1 || code == 3 || code == 4) {
+    if (!s && cni::predates_gc(s.error())) {
       spdlog::warn("the IPAM plugin does not do GC: {}", s.error().msg());
     } else if (!s) {
       failed.push_back(std::move(s).error().context("IPAM GC"));

@@ -41,10 +41,12 @@ inline pid_t spawn(const std::string& binary, const std::map<std::string, std::s
     return -1;
   }
   std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
   for (const auto& [k, v] : env) {
     env_strings.push_back(k + "=" + v);
   }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& s : env_strings) {
     envp.push_back(s.data());
   }

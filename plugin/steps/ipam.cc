@@ -22,8 +22,7 @@ bool permanent_config_error(const Error& error) {
   if (error.kind() == ErrorKind::kPluginNotFound) {
     return true;
   }
-  int code = cni::error_code(error);
-  return code == 1 || code == 2 || code == 4 || code == 6 || code == 7;
+  return cni::rejects_the_config(error);
 }
 
 }  // namespace

@@ -111,7 +111,7 @@ Expected<netns::Route> parse_route(const cni::Route& r, int ifindex, const cni::
 Expected<netns::Route> route_of(const cni::Route& r, int ifindex, const cni::Result& ipam) {
   auto route = parse_route(r, ifindex, ipam);
   if (!route) {
-    return Error(ErrorKind::kDelegate, route.error().msg());
+    return Error(ErrorKind::kDelegateFailed, route.error().msg());
   }
   return route;
 }
@@ -146,7 +146,7 @@ Expected<LinkInfo> configure_in_pod(const PluginConf& conf, const std::string& i
   for (const auto& ip : ipam.ips) {
     auto prefix = netns::IpPrefix::parse(ip.address);
     if (!prefix) {
-      return Error(ErrorKind::kDelegate, "IPAM address: " + prefix.error().msg());
+      return Error(ErrorKind::kDelegateFailed, "IPAM address: " + prefix.error().msg());
     }
     TRY(netns::add_address(rtnl, link, *prefix, {.no_dad = true}));
     if (!prefix->addr.is_v4() || !kernel_announces) {

@@ -95,7 +95,7 @@ Status add_source_routing(Attachment& a) {
   for (const auto& ip : ipam.ips) {
     auto prefix = netns::IpPrefix::parse(ip.address);
     if (!prefix) {
-      return Error(ErrorKind::kDelegate, "IPAM address: " + prefix.error().msg());
+      return Error(ErrorKind::kDelegateFailed, "IPAM address: " + prefix.error().msg());
     }
     addresses.push_back(*prefix);
     const int host_len = prefix->addr.is_v4() ? 32 : 128;
