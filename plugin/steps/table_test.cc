@@ -17,6 +17,7 @@ using nlohmann::json;
 
 std::vector<StepKind> every_kind() {
   std::vector<StepKind> kinds;
+  kinds.reserve(kStepKinds);
   for (size_t k = 0; k < kStepKinds; ++k) {
     kinds.push_back(static_cast<StepKind>(k));
   }
@@ -108,6 +109,7 @@ TEST(StepTable, DelUndoesInTheTablesUndoOrder) {
   std::sort(in_add_order.begin(), in_add_order.end(),
             [](StepKind a, StepKind b) { return add_place(a) < add_place(b); });
   std::vector<StepRecord> record;
+  record.reserve(in_add_order.size());
   for (StepKind kind : in_add_order) {
     record.push_back({kind, json::object()});
   }
