@@ -96,6 +96,24 @@ pingpong() {
     return "$_rc"
 }
 
+# rping_between NS_SRV SERVER_IP NS_CLI: rdma_cm traffic, 10 rping round trips between a
+# server in NS_SRV on SERVER_IP and a client in NS_CLI (which retries while the server
+# starts). Both must succeed; prints the client's last lines (logs in /tmp/rping-*.log).
+rping_between() {
+    nsx "$1" timeout 60 rping -s -a "$2" -C 10 -v > /tmp/rping-server.log 2>&1 &
+    _srv=$!
+    _rc=1
+    for _i in 1 2 3 4 5 6 7 8 9 10; do
+        nsx "$3" timeout 30 rping -c -a "$2" -C 10 -v > /tmp/rping-client.log 2>&1 && { _rc=0; break; }
+        sleep 0.5
+    done
+    [ "$_rc" -eq 0 ] || kill "$_srv" 2>/dev/null
+    wait "$_srv" || _rc=$((_rc + 100))
+    tail -n 2 /tmp/rping-client.log
+    [ "$_rc" -eq 0 ] || { echo "rc $_rc; server:"; cat /tmp/rping-server.log; }
+    return "$_rc"
+}
+
 # --- driving rdmanet through the CNI protocol, as a container runtime does -----
 
 CNI_BIN=/opt/cni/bin
@@ -179,6 +197,17 @@ agent_round() {
 
 # no_rdma_devices: this netns sees no RDMA device (and `rdma` itself worked).
 no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
+# no_rdma_links: no RDMA link (soft-RoCE or other) is left (and `rdma` itself worked).
+no_rdma_links() { _d=$(rdma link show) && [ -z "$_d" ]; }
+# rdma_devices_absent DEV...: `rdma dev show` works in this netns and lists none of DEV.
+rdma_devices_absent() {
+    _d=$(rdma dev show) || { echo "rdma dev show failed"; return 1; }
+    for _dev; do
+        echo "$_d" | awk -v d="$_dev" '{ sub(/:$/, "", $2) } $2 == d { f = 1 } END { exit !f }' &&
+            { echo "$_dev is still there: $_d"; return 1; }
+    done
+    echo "none of $* left"
+}
 
 # show TEXT...: a line for the human reading the demo.
 show() { echo "DEMO| $*"; }
