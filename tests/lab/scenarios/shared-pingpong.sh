@@ -129,6 +129,7 @@ show "RoCE v2 packets captured on pod-b's net1:"
 grep -A1 'tos' /tmp/tcpdump.log | head -n 4 | sed 's/^/DEMO|   /'
 
 check cni-check-a cni CHECK pod-a /tmp/a.json
+check cni-check-b cni CHECK pod-b /tmp/b.json
 
 show "CNI DEL both pods (twice: DEL is idempotent)"
 for pod in a b; do
