@@ -199,10 +199,12 @@ agent_round() {
 no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
 # no_rdma_links: no RDMA link (soft-RoCE or other) is left (and `rdma` itself worked).
 no_rdma_links() { _d=$(rdma link show) && [ -z "$_d" ]; }
-# rdma_devices_absent DEV...: `rdma dev show` works in this netns and lists none of DEV.
+# rdma_devices_absent DEV...: `rdma dev show` works in this netns and lists none of DEV
+# (each a name: an empty one fails, as it proves nothing).
 rdma_devices_absent() {
     _d=$(rdma dev show) || { echo "rdma dev show failed"; return 1; }
     for _dev; do
+        [ -n "$_dev" ] || { echo "no device name to look for"; return 1; }
         echo "$_d" | awk -v d="$_dev" '{ sub(/:$/, "", $2) } $2 == d { f = 1 } END { exit !f }' &&
             { echo "$_dev is still there: $_d"; return 1; }
     done

@@ -70,7 +70,7 @@ check cni-check-a cni CHECK pod-a /tmp/a.json
 check cni-del-a cni DEL pod-a /tmp/a.json
 # DEL brings the device home (the path a hardware device takes), then deletes it.
 check device-a-moved-home-first grep "moved RDMA device $dev_a .* to netns /proc/thread-self/ns/net" "$CNI_LOG"
-check device-a-deleted sh -c ". /lab/lib.sh; rdma_devices_absent '${dev_a:-none}' && nsx pod-a sh -c '. /lab/lib.sh; rdma_devices_absent ${dev_a:-none}'"
+check device-a-deleted sh -c ". /lab/lib.sh; rdma_devices_absent '$dev_a' && nsx pod-a sh -c '. /lab/lib.sh; rdma_devices_absent $dev_a'"
 check port-a-back-in-host $IP link show va
 check cni-del-again-a cni DEL pod-a /tmp/a.json
 

@@ -12,8 +12,9 @@
 # device-wide: set when the device has the kernel's default, the same value again is fine,
 # another one is refused (102) instead of overwriting it. Then softRoce in macvlan mode (the
 # shipped soft-roce overlay): each pod its own rxe on its macvlan child, ibv_rc_pingpong and
-# rping (rdma_cm) between two such pods, DEL removes it. A pod with its files on the shared device gets NCCL_IB_GID_INDEX, and one node
-# agent round follows its GID index when the pod's address comes back at another one.
+# rping (rdma_cm) between two such pods, DEL removes it. A pod with its files on the shared
+# device gets NCCL_IB_GID_INDEX, and one node agent round follows its GID index when the
+# pod's address comes back at another one.
 set -eu
 . /lab/lib.sh
 
@@ -155,5 +156,5 @@ check softroce-own-device-per-pod sh -c "[ -n '$d7' ] && [ -n '$d8' ] && [ '$d7'
 check softroce-pingpong pingpong p7 "$d7" "${g7:-1}" p8 "$d8" "${g8:-1}" "$(addr p7)" 20
 check softroce-rping rping_between p7 "$(addr p7)" p8
 for p in p7 p8; do require "del-$p" cni DEL "$p" "/tmp/$p.json"; done
-check softroce-devices-deleted rdma_devices_absent "${d7:-none}" "${d8:-none}"
+check softroce-devices-deleted rdma_devices_absent "$d7" "$d8"
 check softroce-nothing-left no_leftovers
