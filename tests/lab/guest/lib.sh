@@ -151,6 +151,14 @@ cni() {
         CNI_IFNAME=${4:-net1} CNI_PATH=$CNI_BIN "$CNI_BIN/rdmanet" < "$3"
 }
 
+# check_conf CONF_FILE RESULT_FILE: the config a runtime sends with CHECK: the network
+# config (one object, its closing brace alone on the last line, as rail_conf writes it)
+# with the ADD's result as prevResult, so CHECK compares the pod with what ADD reported.
+check_conf() {
+    sed '$d' "$1"
+    printf ', "prevResult": %s\n}\n' "$(cat "$2")"
+}
+
 # json_str KEY FILE: the first string value of KEY in a JSON file (enough for
 # CNI results and error replies; busybox has no JSON tool).
 json_str() {

@@ -65,7 +65,8 @@ seen_a=$(roce_v2_gid_index pod-a "$dev_a" "$ip_a")
 check gid-reported sh -c "[ -n '$gi_a' ] && [ '$gi_a' = '$seen_a' ] && echo 'rdmanet: $gi_a, ibv_devinfo: $seen_a'"
 check ibv-rc-pingpong pingpong pod-a "$dev_a" "${gi_a:-1}" pod-b "$dev_b" "${gi_b:-1}" "$ip_a" 200
 [ "$LAB_LAST" = fail ] || lab_fact pingpong_latency "$(grep 'usec/iter' /tmp/pp-client.log)"
-check cni-check-a cni CHECK pod-a /tmp/a.json
+check_conf /tmp/a.json /tmp/res-a.json > /tmp/check-a.json
+check cni-check-a cni CHECK pod-a /tmp/check-a.json
 
 check cni-del-a cni DEL pod-a /tmp/a.json
 # DEL brings the device home (the path a hardware device takes), then deletes it.
