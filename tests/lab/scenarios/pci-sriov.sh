@@ -14,9 +14,10 @@
 # where the second VF comes back as dev<ifindex>, and a DEL right after the deletion); a
 # held VF refused naming the pod; reclaim from a dead holder that had VF settings;
 # sriov_numvfs=0 under a held VF; ADD killed (SIGKILL) at each of its link and VF
-# requests, then DEL; two attachments left in place. Boot 2, a real reboot (which resets the
-# devices itself): the devices put back as the pods had them, then DEL of both succeeds and
-# gives them back under their names with their MAC, MTU and VF settings.
+# requests, then DEL, and the same in the rollback of an ADD igb refuses half way; two
+# attachments left in place. Boot 2, a real reboot (which resets the devices itself): the
+# devices put back as the pods had them, then DEL of both succeeds and gives them back under
+# their names with their MAC, MTU and VF settings.
 set -u
 . /lab/lib.sh
 
@@ -286,7 +287,7 @@ check sigkill-recording-add record_add
 points=$(awk '/^sendmsg\(/ { j++ } /^sendmsg\(.*nlmsg_type=(RTM_NEWLINK|RTM_SETLINK|0x10|0x13)[^0-9a-fx]/ { print j }' /tmp/k.rec)
 npoints=$(echo $points | wc -w)
 lab_fact sigkill_points "$npoints of $(grep -c '^sendmsg(' /tmp/k.rec) sendmsg calls: $(echo $points)"
-# As many as the README promises (tests/lab/README.md, "12 of 22"): an ADD that sends fewer
+# As many as the README promises (tests/lab/README.md, "12 of 27"): an ADD that sends fewer
 # link and VF requests has changed, and the README with it.
 SIGKILL_POINTS=12
 check sigkill-points-found sh -c "[ $npoints -eq $SIGKILL_POINTS ] && echo '$npoints points' ||
@@ -304,6 +305,45 @@ killed_case() { # J
         no_attachments > /dev/null
 }
 for j in $points; do check "sigkill-add-at-sendmsg-$j" killed_case "$j"; done
+
+# ---- ADD refused half way, killed in its rollback, then DEL -------------------------------
+# igb refuses link_state after the MAC went in through the PF, so ADD rolls back: the VF's
+# own MAC given back by clearing the admin MAC, the VF made to register it again, the netdev
+# home. Killed at each link and VF request of that rollback (those after the refusal's
+# EOPNOTSUPP answer), then DEL twice: the node as before.
+sriov_conf "$(sel "$VF02")" '"mac": "02:bb:00:00:00:03", "link_state": "enable"' > /tmp/q.json
+record_rollback() {
+    pod q0
+    if CNI_COMMAND=ADD CNI_CONTAINERID=ctr-q0 CNI_NETNS=/run/netns/q0 CNI_IFNAME=net1 CNI_PATH=$CNI_BIN \
+        strace -qq -o /tmp/q.rec -e trace=sendmsg,recvmsg "$CNI_BIN/rdmanet" < /tmp/q.json > /tmp/res.json; then
+        echo "ADD succeeded"; return 1
+    fi
+    [ "$(json_num code /tmp/res.json)" = 102 ] || { echo "recorded ADD: $(cat /tmp/res.json)"; return 1; }
+    cni DEL q0 /tmp/q.json > /tmp/res.json || { echo "DEL: $(cat /tmp/res.json)"; return 1; }
+    same "after the refused ADD and its DEL" "$k_line $k_host" "$(vf_line $PF0_PCI 2) $(host_state "$VF02")"
+}
+check sigkill-rollback-recording record_rollback
+rb_points=$(awk '/^sendmsg\(/ { j++ } /^recvmsg\(.*error=-EOPNOTSUPP/ { refused = 1 }
+    refused && /^sendmsg\(.*nlmsg_type=(RTM_NEWLINK|RTM_SETLINK|0x10|0x13)[^0-9a-fx]/ { print j }' /tmp/q.rec)
+nrb_points=$(echo $rb_points | wc -w)
+lab_fact sigkill_rollback_points "$nrb_points of $(grep -c '^sendmsg(' /tmp/q.rec) sendmsg calls: $(echo $rb_points)"
+# The VF's MAC cleared through the PF, the VF reset (down, up), the netdev home (down, move).
+SIGKILL_ROLLBACK_POINTS=5
+check sigkill-rollback-points-found sh -c "[ $nrb_points -eq $SIGKILL_ROLLBACK_POINTS ] && echo '$nrb_points points' ||
+    { echo '$nrb_points points, not $SIGKILL_ROLLBACK_POINTS: $(echo $rb_points)'; exit 1; }"
+killed_rollback_case() { # J
+    pod "q$1"
+    CNI_COMMAND=ADD CNI_CONTAINERID="ctr-q$1" CNI_NETNS="/run/netns/q$1" CNI_IFNAME=net1 CNI_PATH=$CNI_BIN \
+        strace -qq -o /tmp/qk.rec -e trace=sendmsg -e inject=sendmsg:signal=KILL:when="$1" \
+        "$CNI_BIN/rdmanet" < /tmp/q.json > /dev/null 2>&1
+    _rc=$?
+    [ "$_rc" -eq 137 ] || { echo "ADD exited $_rc after $(grep -c '^sendmsg(' /tmp/qk.rec) sendmsg calls, not killed"; return 1; }
+    cni DEL "q$1" /tmp/q.json > /tmp/res.json && cni DEL "q$1" /tmp/q.json > /tmp/res.json ||
+        { echo "DEL: $(cat /tmp/res.json)"; return 1; }
+    same "after a kill in the rollback at sendmsg #$1" "$k_line $k_host" "$(vf_line $PF0_PCI 2) $(host_state "$VF02")" &&
+        no_attachments > /dev/null
+}
+for j in $rb_points; do check "sigkill-rollback-at-sendmsg-$j" killed_rollback_case "$j"; done
 
 # ---- left for boot 2: attachments across a real reboot ----------------------------------
 leave() { # NAME PCI EXTRA_JSON
