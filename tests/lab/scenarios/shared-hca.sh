@@ -140,7 +140,11 @@ for p in p1 p3 p4; do require "del-$p" cni DEL "$p" "/tmp/$p.json"; done
 check shared-nothing-left no_leftovers
 check shared-devices-stay sh -c "rdma dev show | grep -c 'rxe_hca' | grep -qx 2 && echo 'rxe_hca0 and rxe_hca1 stay (the node'\"'\"'s)'"
 
-# softRoce in macvlan mode (the soft-roce overlay): each pod its own rxe on its child.
+# softRoce in macvlan mode (the soft-roce overlay, for nodes without RDMA NICs): each pod its
+# own rxe on its child. The parents' rxe go first: a parent's device also lists its macvlan
+# children's addresses as GIDs, so rdma_cm (rping) could bind a pod's address to the
+# parent's device, which receives nothing of the pod's (the REQ is then rejected, 8).
+require rxe-off-parents sh -c "rdma link del rxe_hca0 && rdma link del rxe_hca1"
 for p in 7 8; do
     parent=hca0
     [ "$p" -eq 7 ] || parent=hca1
