@@ -156,14 +156,14 @@ check gid-index-moved sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_inde
 check gid-file-stale-before-round sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$old_index' ] && echo 'still $old_index'"
 rc=0; agent_round /tmp/agent.log || rc=$?
 check agent-round-rewrites-gid-index sh -c "[ $rc -eq 0 ] && [ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
-    grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rc 0, rdma.env: $new_index' || { echo 'rc $rc'; cat /tmp/agent.log; exit 1; }"
+    grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rc 0, rdma.env: $new_index' || { cat /tmp/agent.log; echo 'node-agent --once exited $rc'; exit 1; }"
 check pingpong-with-rewritten-index pingpong pod-b "$dev_b" "$gi_b" pod-a "$dev_a" "$(envval a RDMANET_RAIL0_GID_INDEX)" "$addr_b" 20
 # A second round, with nothing moved since: it succeeds and leaves the pod's files as they are.
 pod_files() { cat "$PODS/uid-a/rdma.env" "$PODS/uid-a/nccl.conf" "$PODS/uid-a/ucx.conf"; }
 second_round() {
     _before=$(pod_files) || return 1
-    agent_round /tmp/agent2.log || { echo "rc $?: $(cat /tmp/agent2.log)"; return 1; }
-    ! grep 'GID index of' /tmp/agent2.log || return 1
+    agent_round /tmp/agent2.log || { _rc=$?; cat /tmp/agent2.log; echo "node-agent --once exited $_rc"; return 1; }
+    ! grep 'GID index of' /tmp/agent2.log || { echo "the round rewrote a file"; return 1; }
     [ "$(pod_files)" = "$_before" ] || { echo "the pod's files changed: $(pod_files)"; return 1; }
     echo "rc 0, nothing rewritten, the pod's files as they were"
 }

@@ -75,8 +75,8 @@ ip_auto=$(json_str address /tmp/res-auto.json | cut -d/ -f1)
 dev_auto=$(pod_rdma_dev pod-a)
 gi_auto=$(reported_gid_index "$dev_auto")
 seen_auto=$(roce_v2_gid_index pod-a "$dev_auto" "$ip_auto")
-check auto-gid-reported sh -c "[ -n '$dev_auto' ] && [ -n '$gi_auto' ] && [ '$gi_auto' = '$seen_auto' ] &&
-    echo '$dev_auto $ip_auto: rdmanet $gi_auto, ibv_devinfo $seen_auto'"
+check auto-gid-reported sh -c "echo '$dev_auto $ip_auto: rdmanet ${gi_auto:-none}, ibv_devinfo ${seen_auto:-none}';
+    [ -n '$dev_auto' ] && [ -n '$gi_auto' ] && [ '$gi_auto' = '$seen_auto' ]"
 check auto-del cni DEL pod-a /tmp/auto.json
 check no-leftovers-auto no_leftovers
 $IP netns del pod-a
