@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <sstream>
+#include <string>
 
 #include "ipam/testing/test_util.h"
 
@@ -121,6 +124,25 @@ TEST(Store, TemporariesAreRemoved) {
   EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/net/attachments/.tmp-1-1"));
 }
 
+// Whether process `pid` is (within 30 s) blocked waiting for a flock: /proc/locks lists a
+// waiter as "N: -> FLOCK ADVISORY WRITE <pid> ...".
+bool waits_in_flock(pid_t pid) {
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+      std::istringstream w(line);
+      std::string n, arrow, type, advisory, mode, who;
+      w >> n >> arrow >> type >> advisory >> mode >> who;
+      if (arrow == "->" && type == "FLOCK" && who == std::to_string(pid)) {
+        return true;
+      }
+    }
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
 TEST(Store, LockSerialisesProcesses) {
   TempDir tmp;
   std::string dir = tmp.path() + "/net";
@@ -135,7 +157,9 @@ TEST(Store, LockSerialisesProcesses) {
     std::ofstream(dir + "/child-got-lock") << "1";
     _exit(s ? 0 : 1);
   }
-  usleep(200 * 1000);
+  // Judged once the child waits in flock (a blocked entry of its pid in /proc/locks), not
+  // after a guessed pause that a slow child might not have used to get there.
+  ASSERT_TRUE(waits_in_flock(child)) << "the child never waited for the lock";
   EXPECT_FALSE(std::filesystem::exists(dir + "/child-got-lock"));
   { Store release = std::move(*store); }
   int status = 0;

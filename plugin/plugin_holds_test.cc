@@ -157,16 +157,28 @@ TEST_F(Rdmanet, ConcurrentAddsForOneDeviceHandItToOnePod) {
     t.join();
   }
   int won = 0;
+  int winner = -1;
   for (int i = 0; i < kPods; ++i) {
     if (results[i].exit_code == 0) {
       ++won;
+      winner = i;
       EXPECT_TRUE(link_exists("net1", pods[i]));
-    } else {
-      EXPECT_TRUE(results[i].code() == 101 || results[i].code() == 100) << results[i].out;
-      EXPECT_FALSE(link_exists("net1", pods[i]));
     }
   }
-  EXPECT_EQ(won, 1);
+  ASSERT_EQ(won, 1);
+  // ADD takes the device's lock and checks its hold before it looks the device up, so a
+  // loser can only find it held (101, naming the winner). A 100 ("not found") would mean a
+  // loser got past the hold and found the device already gone into the winner's pod.
+  const std::string w = "race" + std::to_string(winner);
+  const std::string held_by = "is held by pod default/pod-" + w + " (container " + w + ", net1";
+  for (int i = 0; i < kPods; ++i) {
+    if (i == winner) {
+      continue;
+    }
+    EXPECT_EQ(results[i].code(), 101) << results[i].out;
+    EXPECT_NE(results[i].msg().find(held_by), std::string::npos) << results[i].msg();
+    EXPECT_FALSE(link_exists("net1", pods[i]));
+  }
   EXPECT_EQ(leases().size(), 1u);
 }
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
+#include "base/testing/process.h"
 #include "plugin/testing/plugin_fixture.h"
 
 namespace rdmanet::plugin::testing {
@@ -49,10 +49,12 @@ TEST_F(Rdmanet, AnAddKilledByTheRuntimeLeavesNoLeaseAfterItsDel) {
   auto [port, peer] = make_ports();
   std::string pod = make_pod();
   // host-local; its ADD after a pause in which the runtime gives up.
+  // It says who it is (pid and start time, kept through its exec) before it pauses.
   const std::string started = dir_ + "/ipam-started";
   std::ofstream(dir_ + "/bin/slow-ipam")
-      << "#!/bin/sh\nif [ \"$CNI_COMMAND\" = ADD ]; then touch " << started
-      << "; sleep 1; fi\nexec " << dir_ << "/bin/host-local\n";
+      << "#!/bin/sh\nif [ \"$CNI_COMMAND\" = ADD ]; then echo $$ $(cut -d' ' -f22 /proc/$$/stat) > "
+      << started << ".tmp; mv " << started << ".tmp " << started << "; sleep 1; fi\nexec " << dir_
+      << "/bin/host-local\n";
   fs::permissions(dir_ + "/bin/slow-ipam", fs::perms::owner_all);
   json c = conf({{"device", port}});
   c["ipam"]["type"] = "slow-ipam";
@@ -60,9 +62,15 @@ TEST_F(Rdmanet, AnAddKilledByTheRuntimeLeavesNoLeaseAfterItsDel) {
      started + " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; " +
      "kill -9 $pid; wait $pid) || true");
   ASSERT_TRUE(fs::exists(started)) << "ADD never reached IPAM";
+  pid_t child = 0;
+  std::string child_start;
+  std::ifstream(started) >> child >> child_start;
+  ASSERT_GT(child, 0) << "the IPAM child did not say who it is";
   auto del = cni("DEL", "killed", pod, c);
   EXPECT_EQ(del.exit_code, 0) << del.out << del.err;
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // the IPAM child's pause, twice
+  // Whatever the child does, it does before it ends (a survivor allocates after its pause).
+  ASSERT_TRUE(testutil::wait_for_end(child, child_start, std::chrono::seconds(30)))
+      << "the IPAM child " << child << " of the killed ADD still runs after 30 s";
   EXPECT_TRUE(leases().empty()) << "the IPAM child of the killed ADD allocated after DEL";
   EXPECT_TRUE(link_exists(port));
   EXPECT_TRUE(state_files().empty());

@@ -22,7 +22,8 @@ tests/lint/tidy.sh build --changed
 
 # Sanitizers and fuzzing, in one clang build where everything has ASan+UBSan
 # (and fuzzer coverage): the unit and integration tests again, with the
-# sanitized binaries (not the QEMU lab or the ELF check, see CMakeLists.txt),
+# sanitized binaries (not the QEMU lab, the ELF check, the image tier, cross_arm64
+# or the exec'd-IPAM fault injection: see README.md's Tests and the CMakeLists.txt),
 # then each libFuzzer target replays its seed corpus (tests/fuzz/corpus) and
 # fuzzes for a bounded time.
 # shellcheck disable=SC2086

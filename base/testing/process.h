@@ -3,14 +3,19 @@
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,6 +98,44 @@ inline Outcome run(const std::string& binary, const std::map<std::string, std::s
     return {-1000, "spawn failed"};
   }
   return finish(pid, out_fd);
+}
+
+// The start time of process `pid` (field 22 of /proc/<pid>/stat, in clock ticks since boot),
+// which tells it from a later process with the same pid; empty when there is none.
+inline std::string start_time_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto comm_end = stat.rfind(')');
+  if (comm_end == std::string::npos) {
+    return "";
+  }
+  std::istringstream fields(stat.substr(comm_end + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+  }
+  return field;
+}
+
+// Waits until process `pid` (not necessarily a child of ours) has ended, for at most `limit`.
+// `start_time` is the process's start_time_of(), taken while it surely ran: a pid that another
+// process took meanwhile counts as ended. True when it ended within the limit.
+inline bool wait_for_end(pid_t pid, const std::string& start_time,
+                         std::chrono::milliseconds limit) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    return errno == ESRCH;
+  }
+  // A later process may have taken the pid before it was opened: its start time tells.
+  bool ended = start_time_of(pid) != start_time;
+  if (!ended) {
+    pollfd p{fd, POLLIN, 0};
+    int n = 0;
+    while ((n = ::poll(&p, 1, static_cast<int>(limit.count()))) < 0 && errno == EINTR) {
+    }
+    ended = n > 0;
+  }
+  ::close(fd);
+  return ended;
 }
 
 }  // namespace rdmanet::testutil

@@ -182,7 +182,10 @@ Status restore_vf_settings(Attachment& a, const json& recorded) {
   if (r.mac_was_vf_own && original.mac) {
     wanted_back.mac = no_admin_mac();
   }
-  bool mac_cleared = false;
+  // A PF that already holds no MAC for a VF whose own MAC it held before ADD was cleared by
+  // an earlier undo, killed before the VF registered its MAC again: registering it is still
+  // to do (the loop below sees the MAC as given back and would not).
+  bool mac_cleared = r.mac_was_vf_own && original.mac && found->vf.mac == no_admin_mac();
   auto attributes = netns::attributes_of(original);
   for (auto it = attributes.rbegin(); it != attributes.rend(); ++it) {
     if (!netns::has_setting(found->vf, wanted_back, *it)) {

@@ -34,7 +34,9 @@
 # socket, EMFILE on open, EIO on read, ENOMEM on stat). DEL may fail then
 # (with a CNI error); if it says 0, the node must already be as before ADD;
 # either way a DEL without errors after it must finish the job. "Could not
-# look" must never be taken for "gone".
+# look" must never be taken for "gone". A point the DEL did not reach (a busy
+# host can change how many calls it makes) is run again, up to three times; a
+# point never reached fails.
 #
 # Two ways to run IPAM (issue #27): with "type": "rdmanet-ipam" rdmanet runs the
 # allocator in its own process (MODE in-process, the default), so the IPAM
@@ -386,53 +388,64 @@ fi
 lookup_count=$(wc -l <"$work/lookups")
 [ "$lookup_count" -gt 0 ] || { echo "FAIL: no lookups in the recorded DEL" >&2; exit 1; }
 
-passed=0
-failed=0
-said_zero=0
-not_reached=0
-n=0
-while read -r who syscall j error <&3; do
-  n=$((n + 1))
-  new_node "del$n"
+# injected_del NAME WHO SYSCALL J ERROR: a fresh node, a complete ADD, then DEL with the
+# J-th SYSCALL (of WHO) failing with ERROR, judged by what DEL answered (said 0: the node
+# must be as before ADD; else a CNI error). $reached: whether the injection happened.
+injected_del() {
+  new_node "$1"
   rc=0
   plugin ADD || rc=$?
   [ $rc -eq 0 ] || problem "ADD exited $rc: $(cat "$run/ADD.out")"
-  trace=$run/$who-del.trace
-  inject="-q -y -e trace=$syscall -e inject=$syscall:error=$error:when=$j -o $trace"
+  trace=$run/$2-del.trace
+  inject="-q -y -e trace=$3 -e inject=$3:error=$5:when=$4 -o $trace"
   rc=0
-  if [ "$who" = rdmanet ]; then
+  if [ "$2" = rdmanet ]; then
     # shellcheck disable=SC2086 # $inject: options without spaces in them
     plugin DEL strace $inject || rc=$?
   else
     echo "$inject" >"$run/ipam-del.strace"
     plugin DEL || rc=$?
   fi
-  # A dump a concurrent link change interrupted is repeated, so a DEL on a busy host can
-  # make fewer or more calls than the recorded one: a point it did not reach is a plain
-  # DEL (still verified), counted below.
-  if ! grep -q "^$syscall(.*= -1 $error (.*(INJECTED)" "$trace" 2>/dev/null; then
-    not_reached=$((not_reached + 1))
-  fi
+  reached=0
+  if grep -q "^$3(.*= -1 $5 (.*(INJECTED)" "$trace" 2>/dev/null; then reached=1; fi
   if [ $rc -eq 0 ]; then
-    said_zero=$((said_zero + 1))
+    [ $reached -eq 0 ] || said_zero=$((said_zero + 1))
     verify # DEL said done: it must be
     verdict="DEL said 0"
   else
     grep -q '"code"' "$run/DEL.out" || problem "DEL exited $rc without a CNI error: $(cat "$run/DEL.out")"
     verdict="DEL said $(sed -n 's/.*"code": *\([0-9]*\).*/\1/p' "$run/DEL.out")"
   fi
-  label=$(printf 'D=%-3s %-12s %-12s %-8s %-12s' "$n" "$who" "$syscall#$j" "$error" "$verdict")
+  [ $reached -eq 1 ] || verdict="not reached"
   if [ -n "$problems" ]; then
     problems="after the injected DEL: $problems"
   fi
-  del_twice_and_verify "$label"
+}
+
+passed=0
+failed=0
+said_zero=0
+retried=0
+n=0
+while read -r who syscall j error <&3; do
+  n=$((n + 1))
+  # A dump a concurrent link change interrupted is repeated, so a DEL on a busy host can
+  # make fewer or more calls than the recorded one: a point it did not reach is tried again
+  # on a fresh node (the plain DEL it was is verified all the same), up to three runs. A
+  # point never reached fails: the recorded DEL is then not what DEL does.
+  attempt=1
+  while :; do
+    injected_del "del$n.$attempt" "$who" "$syscall" "$j" "$error"
+    [ $reached -eq 0 ] && [ $attempt -lt 3 ] || break
+    del_twice_and_verify "$(printf 'D=%-3s %-12s %-12s %-8s %-12s' "$n" "$who" "$syscall#$j" "$error" "$verdict") (run $attempt)"
+    retried=$((retried + 1))
+    attempt=$((attempt + 1))
+  done
+  [ $reached -eq 1 ] || problem "not reached in $attempt runs: the recorded DEL is not what DEL does"
+  del_twice_and_verify "$(printf 'D=%-3s %-12s %-12s %-8s %-12s' "$n" "$who" "$syscall#$j" "$error" "$verdict")"
 done 3<"$work/lookups"
 
 echo "fault injection in DEL: $lookup_count lookups failed once ($(grep -c '^rdmanet ' "$work/lookups")" \
-  "in rdmanet, $(grep -c '^rdmanet-ipam ' "$work/lookups") in rdmanet-ipam; $not_reached not reached);" \
-  "DEL said 0 on $said_zero: $passed passed, $failed failed, $(($(date +%s) - start)) s in all"
-if [ $((not_reached * 4)) -gt "$lookup_count" ]; then
-  echo "FAIL: $not_reached of $lookup_count points not reached: the recorded DEL is not what DEL does" >&2
-  exit 1
-fi
+  "in rdmanet, $(grep -c '^rdmanet-ipam ' "$work/lookups") in rdmanet-ipam; $retried runs again for a point" \
+  "not reached); DEL said 0 on $said_zero: $passed passed, $failed failed, $(($(date +%s) - start)) s in all"
 [ $add_failed -eq 0 ] && [ $failed -eq 0 ]

@@ -194,7 +194,8 @@ class Node:
         return self.scrape().get((name, tuple(sorted(labels.items()))), default)
 
     def wait_rounds(self, n):
-        """Waits until the agent has finished n more rounds; returns the count reached."""
+        """Waits until the agent has finished n more rounds; returns the count reached. What
+        the caller checks next assumes those rounds ran: when they did not, that fails."""
         start = self.metric("rdmanet_reconcile_rounds_total", default=0)
         deadline = time.monotonic() + 10 + 2 * n
         while time.monotonic() < deadline:
@@ -202,6 +203,8 @@ class Node:
             if now >= start + n:
                 return now
             time.sleep(0.1)
+        check("agent-finished-%d-more-rounds" % n, False, "rounds %s after %d s, from %s" % (
+            self.metric("rdmanet_reconcile_rounds_total"), 10 + 2 * n, start))
         return None
 
     def unpin_held(self, ns):

@@ -209,7 +209,7 @@ def main():
         node.cleanup()
     failed = [n for n, ok in results if not ok]
     print("syscall counts: %d checks, %d failed" % (len(results), len(failed)))
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if failed or not results else 0)
 
 
 if __name__ == "__main__":

@@ -155,12 +155,21 @@ def containerd_killed_mid_add(node, check, dev):
     # finishes for nobody. What containerd knows and what kubelet does next is measured.
     node.use_network(node.conflist(dev, ipam="slow-ipam"))
     out = {}
+    ipam_adds = len(node.calls_of("slow-ipam", "ADD"))
     t = threading.Thread(target=lambda: out.update(r=node.run_pod("orphan", timeout=30)))
     t.start()
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while len(node.calls_of("slow-ipam", "ADD")) == ipam_adds and time.monotonic() < deadline:
+        time.sleep(0.05)
+    in_ipam = len(node.calls_of("slow-ipam", "ADD")) > ipam_adds
     node.cd.stop(signal.SIGKILL)
     t.join()
-    time.sleep(3.0)  # the plugin's ADD ends on its own
+    cid = node.last_container("ADD")
+    # The plugin's ADD ends on its own.
+    running = node.wait_calls_ended(cid) + node.wait_calls_ended(cid, plugin="slow-ipam")
+    check("containerd-killed-while-add-in-ipam", in_ipam and not running,
+          "the IPAM ADD %s when containerd was killed; still running after 30 s: %s" %
+          ("ran" if in_ipam else "had not started", running or "none"))
     node.start()
     sandboxes = node.rt.ListPodSandbox(node.pb.ListPodSandboxRequest()).items
     states = [node.pb.PodSandboxState.Name(s.state) for s in sandboxes]
@@ -246,15 +255,19 @@ def cancelled_mid_add(node, check, dev):
     # rdmanet while its IPAM child sleeps, then runs DEL. Nothing may come back later.
     node.use_network(node.conflist(dev, ipam="slow-ipam"))
     sid, err = node.run_pod("impatient", timeout=1.5)
-    time.sleep(4.0)  # past slow-ipam's sleep: a surviving child would allocate now
-    clean, held = node.clean()
     cid = node.last_container("ADD")
+    # Then containerd's DEL; whatever a surviving IPAM child does (allocate after its
+    # pause), it does before it ends: the node is judged once every process of the
+    # sandbox's calls has ended.
+    node.wait_for_call(cid, "DEL")
+    running = node.wait_calls_ended(cid) + node.wait_calls_ended(cid, plugin="slow-ipam")
+    clean, held = node.clean()
     calls, ipam_calls = node.calls_for(cid), node.calls_for(cid, plugin="slow-ipam")
     check("cancelled-mid-add-leaves-nothing",
           sid is None and ipam_calls[:1] == ["ADD"] and calls == ["ADD", "DEL"] and clean
-          and node.home(dev)[0],
-          "RunPodSandbox: %s, while the IPAM ADD ran; rdmanet calls %s; %s" %
-          (err, calls, held or "nothing held"))
+          and node.home(dev)[0] and not running,
+          "RunPodSandbox: %s, while the IPAM ADD ran; rdmanet calls %s; %s; still running "
+          "after 30 s: %s" % (err, calls, held or "nothing held", running or "none"))
 
 
 def result_version_1_1_0(node, check, dev):

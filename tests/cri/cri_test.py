@@ -49,6 +49,7 @@ class Node:
         self.ipam_dir = os.path.join(self.work, "ipam")
         self.pod_dir = os.path.join(self.work, "pods")
         self.calls = os.path.join(self.work, "cni-calls")
+        self.pids = os.path.join(self.work, "cni-pids")
         self.devices = {}
         self.cd = crinode.Containerd(self.work)
         crinode.compile_cri_api(os.path.join(self.work, "gen"))
@@ -78,6 +79,9 @@ class Node:
         with open(path, "w") as f:
             f.write("#!/bin/sh\necho \"%s $CNI_COMMAND $CNI_CONTAINERID $CNI_NETNS\" >> %s\n"
                     % (name, self.calls))
+            # Who runs the call (pid and start time, kept through the exec below).
+            f.write("echo \"%s $CNI_COMMAND $CNI_CONTAINERID $$ $(cut -d' ' -f22 /proc/$$/stat)\""
+                    " >> %s\n" % (name, self.pids))
             if delay:
                 f.write("[ \"$CNI_COMMAND\" = ADD ] && sleep %d\n" % delay)
             f.write("exec %s \"$@\"\n" % target)
@@ -256,6 +260,38 @@ class Node:
             return []
         return [r[1] + ("" if len(r) > 3 else " (no netns)") for r in rows
                 if len(r) > 2 and r[0] == plugin and r[2] == sid]
+
+    def calls_of(self, plugin, command):
+        """The sandbox ids of the plugin's `command` calls, in order."""
+        try:
+            with open(self.calls) as f:
+                rows = [line.split() for line in f]
+        except OSError:
+            return []
+        return [r[2] for r in rows if len(r) > 2 and r[0] == plugin and r[1] == command]
+
+    def wait_calls_ended(self, sid, plugin="rdmanet", limit=30):
+        """Waits, at most `limit` s in all, until every `plugin` process containerd started
+        for the sandbox has ended; returns the pids of those still running."""
+        try:
+            with open(self.pids) as f:
+                rows = [line.split() for line in f]
+        except OSError:
+            return []
+        deadline = time.monotonic() + limit
+        running = []
+        for r in rows:
+            if len(r) == 5 and r[0] == plugin and r[2] == sid and not crinode.wait_for_end(
+                    int(r[3]), r[4], max(0.0, deadline - time.monotonic())):
+                running.append(int(r[3]))
+        return running
+
+    def wait_for_call(self, sid, command, plugin="rdmanet", limit=30):
+        """Waits, at most `limit` s, until containerd has started `command` for the sandbox."""
+        deadline = time.monotonic() + limit
+        while command not in self.calls_for(sid, plugin) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return command in self.calls_for(sid, plugin)
 
     def last_container(self, command):
         """The container id of rdmanet's last `command` call."""

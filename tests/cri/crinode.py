@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,35 @@ def fail(msg):
 
 def run(*argv, check=True, **kw):
     return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+def start_time_of(pid):
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), which tells the
+    process from a later one with its pid; None when there is no such process."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def wait_for_end(pid, start_time, limit):
+    """Waits until process `pid` (started at `start_time`, see start_time_of; not
+    necessarily a child of ours) has ended, at most `limit` seconds. True when it has."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        # A later process may have taken the pid before it was opened: its start time tells.
+        if start_time_of(pid) != start_time:
+            return True
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(limit * 1000))
+    finally:
+        os.close(fd)
 
 
 def enter_private_mounts():

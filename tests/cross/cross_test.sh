@@ -72,8 +72,11 @@ printf '#!/bin/sh\nexec %s -L /usr/aarch64-linux-gnu "$@"\n' "$(command -v qemu-
 chmod 755 "$wrapper"
 # Suites that create network namespaces or take nsfs handles (see above).
 netns_suites="ResolveDevice.*:GidWaitTest.*:GidRefreshTest.*:Attachment.*:*Netns*"
+# Each must run as many tests as the same binary of the native build (beside the arm64 one)
+# lists with the same filter: a run of none, or of fewer, is no pass.
+native=$(dirname "$dir")
 unshare -m sh -eu -c '
-  dir=$1 netns_suites=$2 wrapper=$3
+  dir=$1 netns_suites=$2 wrapper=$3 native=$4
   mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
   entry=/proc/sys/fs/binfmt_misc/rdmanet-test-aarch64
   # A newer entry wins over an older one for the same magic (the machine'"'"'s own, if any).
@@ -84,14 +87,21 @@ unshare -m sh -eu -c '
   trap "echo -1 >$entry" EXIT
   status=0
   for t in base/base_test cni/cni_test rdma/rdma_test ipam/ipam_test plugin/plugin_unit_test agent/agent_test; do
-    if "$dir/$t" --gtest_brief=1 --gtest_filter="-$netns_suites" >"$dir/$(basename $t).log" 2>&1; then
-      echo "ok   $t under qemu-user: $(grep -o "[0-9]* tests\? from [0-9]* test suites\? ran" "$dir/$(basename $t).log" | head -1)"
+    log=$dir/$(basename $t).log
+    want=$("$native/$t" --gtest_filter="-$netns_suites" --gtest_list_tests | grep -c "^  ") || want=0
+    if "$dir/$t" --gtest_brief=1 --gtest_filter="-$netns_suites" >"$log" 2>&1; then
+      ran=$(sed -n "s/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran.*/\1/p" "$log" | head -n 1)
+      if [ "${ran:-0}" -gt 0 ] && [ "$ran" -eq "$want" ] && ! grep -q "^\[  SKIPPED \]" "$log"; then
+        echo "ok   $t under qemu-user: $(grep -o "[0-9]* tests\? from [0-9]* test suites\? ran" "$log" | head -1)"
+      else
+        echo "FAIL $t under qemu-user: ${ran:-no} tests ran, $want in $native/$t"; tail -5 "$log"; status=1
+      fi
     else
-      echo "FAIL $t under qemu-user:"; tail -30 "$dir/$(basename $t).log"; status=1
+      echo "FAIL $t under qemu-user:"; tail -30 "$log"; status=1
     fi
   done
   exit $status
- ' sh "$dir" "$netns_suites" "$wrapper" || fails=$((fails + 1))
+ ' sh "$dir" "$netns_suites" "$wrapper" "$native" || fails=$((fails + 1))
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -203,7 +203,8 @@ status "$o/network-status" 'net1$(touch /tmp/rdmanet-rdma-env-pwned)|192.168.110
 run "$o" >/dev/null && bad "a hostile interface name passes" ||
   { grep -q "interface .* is not one" "$o/stderr" && ok "hostile interface name refused" || bad "hostile: $(cat "$o/stderr")"; }
 status "$o/network-status" "net1|192.168.110.17|mlx5_7;reboot|0000:3b:00.2"
-run "$o" >/dev/null && bad "a hostile rdma-device passes" || ok "hostile rdma-device refused"
+run "$o" >/dev/null && bad "a hostile rdma-device passes" ||
+  { grep -q 'rdma-device "mlx5_7;reboot" is not one' "$o/stderr" && ok "hostile rdma-device refused" || bad "hostile rdma-device: $(cat "$o/stderr")"; }
 [ ! -e /tmp/rdmanet-rdma-env-pwned ] && ok "no annotation value runs as code" || { bad "a value ran"; rm -f /tmp/rdmanet-rdma-env-pwned; }
 status "$o/network-status" "net5|192.168.110.17"
 run "$o" >/dev/null && bad "a rail the pod does not have passes" ||

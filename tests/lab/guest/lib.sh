@@ -96,6 +96,24 @@ pingpong() {
     return "$_rc"
 }
 
+# rping_between NS_SRV SERVER_IP NS_CLI: rdma_cm traffic, 10 rping round trips between a
+# server in NS_SRV on SERVER_IP and a client in NS_CLI (which retries while the server
+# starts). Both must succeed; prints the client's last lines (logs in /tmp/rping-*.log).
+rping_between() {
+    nsx "$1" timeout 60 rping -s -a "$2" -C 10 -v > /tmp/rping-server.log 2>&1 &
+    _srv=$!
+    _rc=1
+    for _i in 1 2 3 4 5 6 7 8 9 10; do
+        nsx "$3" timeout 30 rping -c -a "$2" -C 10 -v > /tmp/rping-client.log 2>&1 && { _rc=0; break; }
+        sleep 0.5
+    done
+    [ "$_rc" -eq 0 ] || kill "$_srv" 2>/dev/null
+    wait "$_srv" || _rc=$((_rc + 100))
+    tail -n 2 /tmp/rping-client.log
+    [ "$_rc" -eq 0 ] || { echo "rc $_rc; server:"; cat /tmp/rping-server.log; }
+    return "$_rc"
+}
+
 # --- driving rdmanet through the CNI protocol, as a container runtime does -----
 
 CNI_BIN=/opt/cni/bin
@@ -131,6 +149,14 @@ JSON
 cni() {
     CNI_COMMAND=$1 CNI_CONTAINERID="ctr-$2" CNI_NETNS="/run/netns/$2" CNI_ARGS="${POD_ARGS:-}" \
         CNI_IFNAME=${4:-net1} CNI_PATH=$CNI_BIN "$CNI_BIN/rdmanet" < "$3"
+}
+
+# check_conf CONF_FILE RESULT_FILE: the config a runtime sends with CHECK: the network
+# config (one object, its closing brace alone on the last line, as rail_conf writes it)
+# with the ADD's result as prevResult, so CHECK compares the pod with what ADD reported.
+check_conf() {
+    sed '$d' "$1"
+    printf ', "prevResult": %s\n}\n' "$(cat "$2")"
 }
 
 # json_str KEY FILE: the first string value of KEY in a JSON file (enough for
@@ -179,6 +205,19 @@ agent_round() {
 
 # no_rdma_devices: this netns sees no RDMA device (and `rdma` itself worked).
 no_rdma_devices() { _d=$(rdma dev show) && [ -z "$_d" ]; }
+# no_rdma_links: no RDMA link (soft-RoCE or other) is left (and `rdma` itself worked).
+no_rdma_links() { _d=$(rdma link show) && [ -z "$_d" ]; }
+# rdma_devices_absent DEV...: `rdma dev show` works in this netns and lists none of DEV
+# (each a name: an empty one fails, as it proves nothing).
+rdma_devices_absent() {
+    _d=$(rdma dev show) || { echo "rdma dev show failed"; return 1; }
+    for _dev; do
+        [ -n "$_dev" ] || { echo "no device name to look for"; return 1; }
+        echo "$_d" | awk -v d="$_dev" '{ sub(/:$/, "", $2) } $2 == d { f = 1 } END { exit !f }' &&
+            { echo "$_dev is still there: $_d"; return 1; }
+    done
+    echo "none of $* left"
+}
 
 # show TEXT...: a line for the human reading the demo.
 show() { echo "DEMO| $*"; }

@@ -143,8 +143,12 @@ done
 # rail's GID table through the pod's netns. A round with nothing moved rewrites nothing and
 # reports no error; after pod-a flaps net2 and adds its address back behind another one, one
 # round brings rdmanet's files to the index the pod sees.
+pod_files() { cat "$PODS/uid-a/rdma.env" "$PODS/uid-a/nccl.conf" "$PODS/uid-a/ucx.conf" \
+    "$PODS/uid-b/rdma.env" "$PODS/uid-b/nccl.conf" "$PODS/uid-b/ucx.conf"; }
+files_before=$(pod_files)
 rc=0; agent_round /tmp/agent1.log || rc=$?
-check agent-exclusive-round-clean sh -c "[ $rc -eq 0 ] && ! grep -q 'GID index of' /tmp/agent1.log && echo 'rc 0, nothing rewritten' || { cat /tmp/agent1.log; exit 1; }"
+check agent-exclusive-round-clean sh -c "[ $rc -eq 0 ] && ! grep -q 'GID index of' /tmp/agent1.log && echo 'rc 0, nothing rewritten' || { echo 'rc $rc'; cat /tmp/agent1.log; exit 1; }"
+check agent-exclusive-round-files-unchanged sh -c "[ \"\$1\" = \"\$2\" ] && echo 'the pod files as they were' || { echo \"now: \$2\"; exit 1; }" - "$files_before" "$(pod_files)"
 dev=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_RDMA_DEVICE)
 addr=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_ADDRESS)
 old_index=$(envval "$PODS/uid-a/rdma.env" RDMANET_RAIL1_GID_INDEX)
@@ -152,13 +156,13 @@ readd_behind pod-a net2 "$dev" "$addr" 10.61.1.250 24 flap
 new_index=$(roce_v2_gid_index pod-a "$dev" "$addr")
 lab_fact gid_index_moved "$addr on $dev: $old_index -> ${new_index:-none}"
 rc=0; agent_round /tmp/agent2.log || rc=$?
-check agent-exclusive-round-follows-gid sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_index' ] &&
+check agent-exclusive-round-follows-gid sh -c "[ $rc -eq 0 ] && [ -n '$new_index' ] && [ '$new_index' != '$old_index' ] &&
     [ \"\$(sed -n 's/^RDMANET_RAIL1_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
-    grep -q 'GID index of pod default/trainer-a' /tmp/agent2.log && echo '$old_index -> $new_index' || { cat /tmp/agent2.log; exit 1; }"
+    grep -q 'GID index of pod default/trainer-a' /tmp/agent2.log && echo 'rc 0, $old_index -> $new_index' || { echo 'rc $rc'; cat /tmp/agent2.log; exit 1; }"
 
 for side in a b; do
-    for k in $RAILS; do cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))" > /dev/null || echo "DEL pod-$side rail$k failed"; done
+    for k in $RAILS; do check "del-pod-$side-rail$k" cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))"; done
 done
 check pod-directories-gone sh -c "[ -z \"\$(ls $PODS)\" ] && echo empty"
 check nothing-left no_leftovers
-check no-rdma-device-left sh -c '[ -z "$(rdma dev show)" ]'
+check no-rdma-device-left no_rdma_devices

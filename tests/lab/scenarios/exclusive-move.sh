@@ -25,7 +25,7 @@ $IP link set vt1 up
 require rxe-add-init rdma link add rxet type rxe netdev vt0
 $IP netns add t
 require dev-set-netns rdma dev set rxet netns t
-check gone-from-init sh -c '! rdma dev show rxet'
+check gone-from-init rdma_devices_absent rxet
 check visible-in-netns nsx t rdma dev show rxet
 # The verbs view from inside the netns too (what a pod's NCCL would open).
 check uverbs-in-netns sh -c "$IP netns exec t ibv_devices | grep -q rxet"
@@ -50,8 +50,13 @@ ip_a=$(json_str address /tmp/res-a.json | cut -d/ -f1)
 dev_a=$(pod_rdma_dev pod-a)
 dev_b=$(pod_rdma_dev pod-b)
 check rdma-device-on-net1 sh -c "[ -n '$dev_a' ] && [ -n '$dev_b' ] && echo '$dev_a $dev_b'"
-check isolated-a-sees-only-own sh -c "[ \"\$($IP netns exec pod-a rdma dev show | wc -l)\" = 1 ]"
-check isolated-b-sees-only-own sh -c "[ \"\$($IP netns exec pod-b rdma dev show | wc -l)\" = 1 ]"
+# sees_only POD DEV: `rdma dev show` in POD works and lists DEV alone.
+sees_only() {
+    _d=$(nsx "$1" rdma dev show) || return 1
+    same "$1's RDMA devices" "$2" "$(echo "$_d" | awk '{ sub(/:$/, "", $2); print $2 }' | tr '\n' ' ' | sed 's/ $//')"
+}
+check isolated-a-sees-only-own sees_only pod-a "${dev_a:-none}"
+check isolated-b-sees-only-own sees_only pod-b "${dev_b:-none}"
 check isolated-host-sees-none no_rdma_devices
 check state-records-move grep -q '"step": *"rdma-move"' "$CNI_STATE/rail0/ctr-pod-a.6e657431.json"
 gi_a=$(reported_gid_index "$dev_a")
@@ -60,12 +65,13 @@ seen_a=$(roce_v2_gid_index pod-a "$dev_a" "$ip_a")
 check gid-reported sh -c "[ -n '$gi_a' ] && [ '$gi_a' = '$seen_a' ] && echo 'rdmanet: $gi_a, ibv_devinfo: $seen_a'"
 check ibv-rc-pingpong pingpong pod-a "$dev_a" "${gi_a:-1}" pod-b "$dev_b" "${gi_b:-1}" "$ip_a" 200
 [ "$LAB_LAST" = fail ] || lab_fact pingpong_latency "$(grep 'usec/iter' /tmp/pp-client.log)"
-check cni-check-a cni CHECK pod-a /tmp/a.json
+check_conf /tmp/a.json /tmp/res-a.json > /tmp/check-a.json
+check cni-check-a cni CHECK pod-a /tmp/check-a.json
 
 check cni-del-a cni DEL pod-a /tmp/a.json
 # DEL brings the device home (the path a hardware device takes), then deletes it.
 check device-a-moved-home-first grep "moved RDMA device $dev_a .* to netns /proc/thread-self/ns/net" "$CNI_LOG"
-check device-a-deleted sh -c "! $IP netns exec pod-a rdma dev show $dev_a 2>/dev/null && ! rdma dev show $dev_a 2>/dev/null"
+check device-a-deleted sh -c ". /lab/lib.sh; rdma_devices_absent '$dev_a' && nsx pod-a sh -c '. /lab/lib.sh; rdma_devices_absent $dev_a'"
 check port-a-back-in-host $IP link show va
 check cni-del-again-a cni DEL pod-a /tmp/a.json
 

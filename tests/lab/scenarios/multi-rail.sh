@@ -74,6 +74,7 @@ own_interface() { # K BEFORE AFTER
 
 # Each rail: device and GID index from the env file; the same index the pod sees for its
 # address; pingpong with them.
+seen_all=""
 for k in $RAILS; do
     i=$k
     dev_a=$(envval a "RDMANET_RAIL${i}_RDMA_DEVICE")
@@ -90,6 +91,7 @@ for k in $RAILS; do
         addr_a=$(envval a "RDMANET_RAIL${i}_ADDRESS")
         seen=$(roce_v2_gid_index pod-a "$dev_a" "$addr_a")
     fi
+    seen_all="$seen_all ${seen:-none}"
     check "rail$k-env-matches-pod" sh -c "[ -n '$dev_a' ] && [ -n '$gi_a' ] && [ '$gi_a' = '$seen' ] &&
         echo 'net$((k + 1)): $dev_a GID index $gi_a ($addr_a), the pod sees $seen'"
     before=$(rx_counts)
@@ -107,9 +109,17 @@ check traffic-class-in-files sh -c "grep -qx NCCL_IB_TC=106 $PODS/uid-a/rdma.env
     grep -qx RDMANET_RAIL3_TC=106 $PODS/uid-a/rdma.env && ! grep -q '^UCX_' $PODS/uid-a/nccl.conf &&
     echo 'NCCL_IB_TC=106 UCX_IB_TRAFFIC_CLASS=106'"
 # Seven IPv4 rails and one IPv6 rail have no address family in common: never a family half
-# the rails lack (NCCL finds no GID of it there), the common index when there is one.
-check no-family-for-mixed-rails sh -c "! grep -q '^NCCL_IB_ADDR_FAMILY=' $PODS/uid-a/rdma.env &&
-    echo \"\$(grep '^NCCL_IB_GID_INDEX=' $PODS/uid-a/rdma.env || echo 'no NCCL_IB_GID_INDEX')\""
+# the rails lack (NCCL finds no GID of it there), the common index when there is one: the
+# index at which the pod sees every rail's GID, if they are all at one, else none.
+# shellcheck disable=SC2086 # $seen_all: one word per rail
+common_index=$(echo $seen_all | awk '{ for (i = 2; i <= NF; i++) if ($i != $1) exit; if (NF == 8 && $1 != "none") print $1 }')
+lab_fact gid_indexes_the_pod_sees "$seen_all (common: ${common_index:-none})"
+gid_index_is() {
+    ! grep -q '^NCCL_IB_ADDR_FAMILY=' "$PODS/uid-a/rdma.env" || { echo "a family: $(grep '^NCCL_IB_ADDR_FAMILY=' "$PODS/uid-a/rdma.env")"; return 1; }
+    _got=$(sed -n 's/^NCCL_IB_GID_INDEX=//p' "$PODS/uid-a/rdma.env")
+    same "NCCL_IB_GID_INDEX (the pod sees the rails' GIDs at$seen_all)" "$common_index" "$_got"
+}
+check no-family-for-mixed-rails gid_index_is
 
 # RDMA writes with the file's class: rxe sends non-rdma_cm QPs with traffic class 0 unless
 # told, so tos 0x6a (DSCP 26, ECN 2) on the wire is the file's NCCL_IB_TC.
@@ -124,7 +134,8 @@ nsx pod-b timeout 60 ib_write_bw -d "$dev_b" -x "$gi_b" --tclass="${tc_a:-0}" -n
 bw_srv=$!
 wait_for 30 sh -c "$IP netns exec pod-b cat /proc/net/tcp | awk '\$2 ~ /:4853\$/ && \$4 == \"0A\" { f = 1 } END { exit !f }'" || true
 check write-bw-with-file-class nsx pod-a timeout 60 ib_write_bw -d "$dev_a" -x "$gi_a" --tclass="${tc_a:-0}" -n 50 -s 4096 "$addr_b"
-wait "$bw_srv" || true
+rc=0; wait "$bw_srv" || rc=$?
+check write-bw-server-done sh -c "[ $rc -eq 0 ] && echo 'server rc 0' || { echo 'server rc $rc:'; cat /tmp/bw-server.log; exit 1; }"
 wait "$tcpdump_pid" || true
 tos_of_writes() {
     n=$(grep -c 'proto UDP' /tmp/tc.log || true)
@@ -143,21 +154,29 @@ new_index=$(roce_v2_gid_index pod-a "$dev_a" "$addr_a")
 lab_fact gid_index_moved "$addr_a: $old_index -> ${new_index:-none}"
 check gid-index-moved sh -c "[ -n '$new_index' ] && [ '$new_index' != '$old_index' ] && echo '$old_index -> $new_index'"
 check gid-file-stale-before-round sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$old_index' ] && echo 'still $old_index'"
-agent_round /tmp/agent.log || true
-check agent-round-rewrites-gid-index sh -c "[ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
-    grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rdma.env: $new_index' || { cat /tmp/agent.log; exit 1; }"
+rc=0; agent_round /tmp/agent.log || rc=$?
+check agent-round-rewrites-gid-index sh -c "[ $rc -eq 0 ] && [ \"\$(sed -n 's/^RDMANET_RAIL0_GID_INDEX=//p' $PODS/uid-a/rdma.env)\" = '$new_index' ] &&
+    grep -q 'GID index of pod default/trainer-a' /tmp/agent.log && echo 'rc 0, rdma.env: $new_index' || { cat /tmp/agent.log; echo 'node-agent --once exited $rc'; exit 1; }"
 check pingpong-with-rewritten-index pingpong pod-b "$dev_b" "$gi_b" pod-a "$dev_a" "$(envval a RDMANET_RAIL0_GID_INDEX)" "$addr_b" 20
-agent_round /tmp/agent2.log || true
-check second-round-changes-nothing sh -c "! grep -q 'GID index of' /tmp/agent2.log && echo 'no rewrite'"
+# A second round, with nothing moved since: it succeeds and leaves the pod's files as they are.
+pod_files() { cat "$PODS/uid-a/rdma.env" "$PODS/uid-a/nccl.conf" "$PODS/uid-a/ucx.conf"; }
+second_round() {
+    _before=$(pod_files) || return 1
+    agent_round /tmp/agent2.log || { _rc=$?; cat /tmp/agent2.log; echo "node-agent --once exited $_rc"; return 1; }
+    ! grep 'GID index of' /tmp/agent2.log || { echo "the round rewrote a file"; return 1; }
+    [ "$(pod_files)" = "$_before" ] || { echo "the pod's files changed: $(pod_files)"; return 1; }
+    echo "rc 0, nothing rewritten, the pod's files as they were"
+}
+check second-round-changes-nothing second_round
 
 # DEL of rail 2 (net3) of pod-a: its entry goes, the others stay.
 require del-rail2 cni DEL pod-a /tmp/a2.json net3
 check rails-file-after-del sh -c "[ \"\$(sed -n 's/^NCCL_SOCKET_IFNAME=//p' $PODS/uid-a/rdma.env)\" = '=net1,net2,net4,net5,net6,net7,net8' ] && echo net3 gone"
 for side in a b; do
     for k in $RAILS; do
-        [ "$side$k" = a2 ] || cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))" > /dev/null
+        [ "$side$k" = a2 ] || check "del-pod-$side-rail$k" cni DEL "pod-$side" "/tmp/$side$k.json" "net$((k + 1))"
     done
 done
 check pod-directories-gone sh -c "[ -z \"\$(ls $PODS)\" ] && echo empty"
 check nothing-left no_leftovers
-check no-rxe-left sh -c '[ -z "$(rdma link show)" ]'
+check no-rxe-left no_rdma_links

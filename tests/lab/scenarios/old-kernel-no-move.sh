@@ -69,8 +69,14 @@ else
 fi
 check no-leftovers-shared no_leftovers
 rail_conf va '"rdmaIsolation": "auto"' > /tmp/auto.json
-check auto-attaches-shared cni ADD pod-a /tmp/auto.json
-check auto-gid-reported grep -q 'RoCE v2 GID index' "$CNI_LOG"
+check auto-attaches-shared sh -c ". /lab/lib.sh; cni ADD pod-a /tmp/auto.json > /tmp/res-auto.json"
+# The GID index rdmanet reported is the one the pod sees (through uverbs).
+ip_auto=$(json_str address /tmp/res-auto.json | cut -d/ -f1)
+dev_auto=$(pod_rdma_dev pod-a)
+gi_auto=$(reported_gid_index "$dev_auto")
+seen_auto=$(roce_v2_gid_index pod-a "$dev_auto" "$ip_auto")
+check auto-gid-reported sh -c "echo '$dev_auto $ip_auto: rdmanet ${gi_auto:-none}, ibv_devinfo ${seen_auto:-none}';
+    [ -n '$dev_auto' ] && [ -n '$gi_auto' ] && [ '$gi_auto' = '$seen_auto' ]"
 check auto-del cni DEL pod-a /tmp/auto.json
 check no-leftovers-auto no_leftovers
 $IP netns del pod-a

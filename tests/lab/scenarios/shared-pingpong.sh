@@ -128,7 +128,11 @@ check roce-tos-on-wire tos_on_wire
 show "RoCE v2 packets captured on pod-b's net1:"
 grep -A1 'tos' /tmp/tcpdump.log | head -n 4 | sed 's/^/DEMO|   /'
 
-check cni-check-a cni CHECK pod-a /tmp/a.json
+# CHECK as a runtime calls it, with the ADD's result as prevResult, for both pods.
+for pod in a b; do
+    check_conf "/tmp/$pod.json" "/tmp/res-$pod.json" > "/tmp/check-$pod.json"
+    check "cni-check-$pod" cni CHECK "pod-$pod" "/tmp/check-$pod.json"
+done
 
 show "CNI DEL both pods (twice: DEL is idempotent)"
 for pod in a b; do
