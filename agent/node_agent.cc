@@ -169,10 +169,10 @@ bool NodeAgent::handle_orphan(plugin::StateStore& store, const AttachmentRecord&
   // Under the device's lock, a DEL or an ADD reclaiming the device may have finished it, and
   // a netns that exists again is never touched.
   auto torn = plugin::undo_attachment(
-      context, record, plugin::DeviceLock::kTake, [](const AttachmentRecord& now) -> Status {
-        TRY_ASSIGN(auto pod, plugin::open_pod_netns(now));
+      context, record, plugin::DeviceLock::kTake, [](const AttachmentRecord& current) -> Status {
+        TRY_ASSIGN(auto pod, plugin::open_pod_netns(current));
         if (pod) {
-          return Error(ErrorKind::kTryAgainLater, "netns " + now.netns + " is there again");
+          return Error(ErrorKind::kTryAgainLater, "netns " + current.netns + " is there again");
         }
         return ok_status();
       });

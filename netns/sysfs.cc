@@ -127,7 +127,7 @@ Expected<std::string> Sysfs::pci_dir(const std::string& pci) const {
   return dir;
 }
 
-Expected<std::string> Sysfs::rdma_netdev(const std::string& rdma_device) const {
+Expected<std::string> Sysfs::rdma_device_dir(const std::string& rdma_device) const {
   if (rdma_device.empty() || rdma_device == "." || rdma_device == ".." ||
       rdma_device.find('/') != std::string::npos) {
     return Error(ErrorKind::kInvalidConfig, "invalid RDMA device name " + in_quotes(rdma_device));
@@ -138,6 +138,11 @@ Expected<std::string> Sysfs::rdma_netdev(const std::string& rdma_device) const {
     return Error(ErrorKind::kDeviceNotFound,
                  "no RDMA device " + rdma_device + " in " + root_ + "/class/infiniband");
   }
+  return dir.string();
+}
+
+Expected<std::string> Sysfs::rdma_netdev(const std::string& rdma_device) const {
+  TRY_ASSIGN(const fs::path dir, rdma_device_dir(rdma_device));
   TRY_ASSIGN(auto names, list_dir(dir / "device" / "net", "RDMA device " + rdma_device));
   if (names.size() != 1) {
     return Error(ErrorKind::kDeviceNotFound,
@@ -145,6 +150,20 @@ Expected<std::string> Sysfs::rdma_netdev(const std::string& rdma_device) const {
                      " netdevs under its parent device, need exactly 1");
   }
   return names.front();
+}
+
+Expected<std::optional<std::string>> Sysfs::rdma_driver(const std::string& rdma_device) const {
+  TRY_ASSIGN(const fs::path dir, rdma_device_dir(rdma_device));
+  TRY_ASSIGN(auto driver, link_basename(dir / "device" / "driver", "RDMA device " + rdma_device));
+  if (driver) {
+    return driver;
+  }
+  // soft-RoCE has no parent device; its own attribute "parent" names its netdev.
+  std::error_code ec;
+  if (fs::exists(dir / "parent", ec)) {
+    return std::optional<std::string>("rxe");
+  }
+  return std::optional<std::string>();
 }
 
 Expected<bool> Sysfs::pci_device_exists(const std::string& pci) const {

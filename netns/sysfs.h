@@ -49,6 +49,11 @@ class Sysfs {
   // net/), the PCI function (or auxiliary device) it belongs to; kDeviceNotFound when there
   // is no such RDMA device, none (soft-RoCE has no parent device) or several.
   Expected<std::string> rdma_netdev(const std::string& rdma_device) const;
+  // The driver of an RDMA device: its parent device's driver ("mlx5_ib" on an mlx5
+  // auxiliary device, "mlx5_core", "irdma", "bnxt_en" on a PCI function), "rxe" for
+  // soft-RoCE (no parent device, a "parent" attribute), std::nullopt for another software
+  // device. kDeviceNotFound when there is no such RDMA device.
+  Expected<std::optional<std::string>> rdma_driver(const std::string& rdma_device) const;
   // The netdev names of an auxiliary device such as "mlx5_core.sf.2", sorted.
   Expected<std::vector<std::string>> aux_netdevs(const std::string& id) const;
   // The RDMA device names of a PCI function or auxiliary device, from its infiniband/
@@ -59,6 +64,8 @@ class Sysfs {
 
  private:
   Expected<std::string> pci_dir(const std::string& pci) const;
+  // <root>/class/infiniband/<rdma_device>, which must exist.
+  Expected<std::string> rdma_device_dir(const std::string& rdma_device) const;
 
   std::string root_;
 };

@@ -199,6 +199,41 @@ TEST_F(SysfsTest, FindsTheRdmaDevicesOfPciAndAuxiliaryDevices) {
   EXPECT_EQ(sysfs.pci_rdma_devices("0000:3b:00.2/..").error().kind(), ErrorKind::kInvalidConfig);
 }
 
+// The driver of an RDMA device, as /sys lays it out: class/infiniband/<dev> links to the
+// device under its parent (an mlx5 auxiliary device bound to mlx5_ib, a PCI function bound to
+// irdma); soft-RoCE and siw are virtual, soft-RoCE with an attribute "parent" (its netdev).
+TEST_F(SysfsTest, FindsTheDriverOfAnRdmaDevice) {
+  const std::string devices = root_ + "/devices/pci0000:3a/";
+  const std::string aux = devices + "0000:3b:00.0/mlx5_core.rdma.0";
+  fs::create_directories(aux + "/infiniband/mlx5_0");
+  fs::create_directories(root_ + "/bus/auxiliary/drivers/mlx5_ib");
+  fs::create_directory_symlink(root_ + "/bus/auxiliary/drivers/mlx5_ib", aux + "/driver");
+  fs::create_directory_symlink(aux, aux + "/infiniband/mlx5_0/device");
+  fs::create_directories(devices + "0000:5e:00.0/infiniband/irdma0");
+  fs::create_directories(root_ + "/bus/pci/drivers/irdma");
+  fs::create_directory_symlink(root_ + "/bus/pci/drivers/irdma", devices + "0000:5e:00.0/driver");
+  fs::create_directory_symlink(devices + "0000:5e:00.0",
+                               devices + "0000:5e:00.0/infiniband/irdma0/device");
+  fs::create_directories(root_ + "/devices/virtual/infiniband/rxe3f2a/");
+  std::ofstream(root_ + "/devices/virtual/infiniband/rxe3f2a/parent") << "net1\n";
+  fs::create_directories(root_ + "/devices/virtual/infiniband/siw0");
+  fs::create_directories(root_ + "/class/infiniband");
+  for (const auto& [name, dir] :
+       {std::pair{"mlx5_0", aux + "/infiniband/mlx5_0"},
+        std::pair{"irdma0", devices + "0000:5e:00.0/infiniband/irdma0"},
+        std::pair{"rxe3f2a", root_ + "/devices/virtual/infiniband/rxe3f2a"},
+        std::pair{"siw0", root_ + "/devices/virtual/infiniband/siw0"}}) {
+    fs::create_directory_symlink(dir, root_ + "/class/infiniband/" + name);
+  }
+  Sysfs sysfs(root_);
+  EXPECT_EQ(*sysfs.rdma_driver("mlx5_0"), std::optional<std::string>("mlx5_ib"));
+  EXPECT_EQ(*sysfs.rdma_driver("irdma0"), std::optional<std::string>("irdma"));
+  EXPECT_EQ(*sysfs.rdma_driver("rxe3f2a"), std::optional<std::string>("rxe"));
+  EXPECT_EQ(*sysfs.rdma_driver("siw0"), std::optional<std::string>());
+  EXPECT_EQ(sysfs.rdma_driver("mlx5_9").error().kind(), ErrorKind::kDeviceNotFound);
+  EXPECT_EQ(sysfs.rdma_driver("../../secret").error().kind(), ErrorKind::kInvalidConfig);
+}
+
 TEST(SysfsRealTest, DefaultsToSlashSys) {
   auto missing = Sysfs().pci_netdevs("ffff:ff:1f.7");
   ASSERT_FALSE(missing.ok());

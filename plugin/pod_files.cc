@@ -113,7 +113,7 @@ Status regenerate(const Dir& root, const Dir& pod, const Dir& rails, const std::
   TRY(pod.write("rails.json", doc.dump(2) + "\n", kReadableFile));
   TRY(pod.write("rdma.env", env_file(doc), kReadableFile));
   TRY(pod.write("nccl.conf", env_file(doc, "NCCL_"), kReadableFile));
-  return pod.write("ucx.conf", env_file(doc, "UCX_"), kReadableFile);
+  return pod.write("ucx.conf", env_file(doc, "UCX_", ucx_notes(doc)), kReadableFile);
 }
 
 Expected<Dir> trusted_root(const std::string& path) {

@@ -16,18 +16,22 @@ namespace {
 constexpr int kVersion = 2;
 
 json rdma_to_json(const RdmaReport& r) {
-  return {{"device", r.device},
-          {"index", r.index},
-          {"port", r.port},
-          {"nodeMode", r.node_mode},
-          {"gids", r.gids}};
+  json doc = {{"device", r.device},
+              {"index", r.index},
+              {"port", r.port},
+              {"nodeMode", r.node_mode},
+              {"gids", r.gids}};
+  if (!r.driver.empty()) {
+    doc["driver"] = r.driver;
+  }
+  return doc;
 }
 
 Expected<RdmaReport> rdma_from_json(const json& doc, const std::string& where) {
   RdmaReport r;
   Fields f(doc, where, ErrorKind::kState);
   f.string("device", &r.device).integer("index", &r.index).integer_in("port", 0, 255, &r.port);
-  f.string("nodeMode", &r.node_mode);
+  f.string("nodeMode", &r.node_mode).string("driver", &r.driver);
   TRY(f.status());
   if (doc.contains("gids")) {
     r.gids = doc["gids"];

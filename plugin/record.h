@@ -38,6 +38,7 @@ struct RdmaReport {  // NOLINT(bugprone-exception-escape)
   uint32_t port = 1;      // the port whose netdev is the pod interface
   std::string node_mode;  // the node's RDMA netns mode at ADD
   nlohmann::json gids;    // rdma::GidReport::to_json(), once known
+  std::string driver;     // its driver ("rxe", "mlx5_ib", netns::Sysfs::rdma_driver); "" unknown
 };
 
 // An attachment's identity: what the runtime names it by in ADD, CHECK and DEL.

@@ -80,6 +80,20 @@ std::optional<int> common_gid_index(const std::vector<json>& roce) {
   return common;
 }
 
+std::string rdma_device(const json& rail) {
+  return rail.value("rdma", json::object()).value("device", "");
+}
+
+// Whether UCX's ud_verbs transport, before 1.18, takes this rail's UD packets over RoCE v2
+// and IPv4: it reads their GID length from the completion's sl, where only mlx5's provider
+// puts the RoCE packet type (openucx/ucx PR #10209 reads the GRH instead). Other drivers
+// (rxe, irdma, older bnxt_re and hns providers) leave sl 0, which UCX takes for an IPv6 GID:
+// every UD packet, and so UCX's wire-up, is dropped. A rail of unknown driver counts as
+// such.
+bool ud_completion_has_packet_type(const json& rail) {
+  return rail.value("rdma", json::object()).value("driver", "").starts_with("mlx5");
+}
+
 // How NCCL finds each RoCE rail's GID. Where every rail's RDMA device is the pod's own (a
 // VF, a PF, a soft-RoCE device on the pod interface) its GID table holds only the pod's
 // addresses: NCCL_IB_ADDR_FAMILY, and NCCL_IB_ADDR_RANGE when one subnet holds every rail,
@@ -135,6 +149,14 @@ void traffic_class_settings(const std::vector<json>& roce,
   }
   if (auto tc = common_int(roce, "controlTrafficClass"); tc) {
     (*env)["NCCL_IB_FIFO_TC"] = std::to_string(*tc);
+  }
+}
+
+// UCX_UD_VERBS_ETH_DGID_CHECK=n where a RoCE rail's driver does not report the packet type
+// (above): UCX takes one setting for all devices, and on mlx5 it costs only a filter.
+void ud_settings(const std::vector<json>& roce, std::map<std::string, std::string>* env) {
+  if (!std::all_of(roce.begin(), roce.end(), ud_completion_has_packet_type)) {
+    (*env)["UCX_UD_VERBS_ETH_DGID_CHECK"] = "n";
   }
 }
 
@@ -243,6 +265,7 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
   }
   gid_settings(roce, &env);
   traffic_class_settings(roce, &env);
+  ud_settings(roce, &env);
   if (gpudirect.size() == 1) {
     env["RDMANET_GPUDIRECT_RDMA"] = *gpudirect.begin();
   }
@@ -285,8 +308,44 @@ json pod_document(std::vector<json> rails, const std::string& uid) {
   return {{"version", 1}, {"podUID", uid}, {"rails", rails}, {"env", env}};
 }
 
-std::string env_file(const json& document, const std::string& prefix) {
+std::vector<std::string> ucx_notes(const json& document) {
+  std::vector<std::string> notes;
+  std::vector<std::string> without_type;
+  for (const auto& rail : document.value("rails", json::array())) {
+    const std::string device = rdma_device(rail);
+    if (device.empty()) {
+      continue;
+    }
+    if (device.size() > kUcxDeviceNameMax) {
+      notes.push_back("UCX cannot open RDMA device " + device + " (rail " +
+                      rail.value("interface", "") + "): its name has " +
+                      std::to_string(device.size()) + " characters, UCX takes at most " +
+                      std::to_string(kUcxDeviceNameMax) + " (UCT_MD_NAME_MAX)");
+    }
+    if (is_roce(rail) && !ud_completion_has_packet_type(rail)) {
+      const std::string driver = rail["rdma"].value("driver", "");
+      without_type.push_back(device + " (" + (driver.empty() ? "driver unknown" : driver) + ")");
+    }
+  }
+  if (!without_type.empty()) {
+    std::string devices;
+    for (const auto& d : without_type) {
+      devices += (devices.empty() ? "" : ", ") + d;
+    }
+    notes.push_back("UCX_UD_VERBS_ETH_DGID_CHECK=n: " + devices +
+                    " report no RoCE packet type in UD completions; UCX before 1.18 drops "
+                    "their UD packets over IPv4, and its wire-up with them (openucx/ucx PR "
+                    "#10209)");
+  }
+  return notes;
+}
+
+std::string env_file(const json& document, const std::string& prefix,
+                     const std::vector<std::string>& notes) {
   std::string out = "# rdmanet: this pod's RDMA rails (see rails.json)\n";
+  for (const auto& note : notes) {
+    out += "# " + note + "\n";
+  }
   const json env = document.value("env", json::object());
   for (const auto& [key, value] : env.items()) {
     if (key.starts_with(prefix)) {

@@ -13,6 +13,10 @@
 
 namespace rdmanet::plugin {
 
+// UCX keeps an RDMA device's name in 16 bytes (UCT_MD_NAME_MAX in uct_def.h) and finds no
+// device by a truncated name: a longer name leaves UCX without that rail. (NCCL takes 63.)
+constexpr size_t kUcxDeviceNameMax = 15;
+
 // Interface names in the order users number rails: net2 before net10.
 bool ifname_less(const std::string& a, const std::string& b);
 
@@ -22,7 +26,9 @@ bool ifname_less(const std::string& a, const std::string& b);
 // rail's device is shared with other pods, NCCL_IB_GID_INDEX when every rail has the same
 // RoCE v2 GID index; NCCL_IB_TC and UCX_IB_TRAFFIC_CLASS (NCCL_IB_FIFO_TC for the control
 // class) when every RoCE rail has the same traffic class; NCCL_SOCKET_IFNAME,
-// UCX_NET_DEVICES; and RDMANET_RAILS with RDMANET_RAIL<i>_* per rail (_TC its class).
+// UCX_NET_DEVICES; UCX_UD_VERBS_ETH_DGID_CHECK=n when a RoCE rail's driver is not mlx5 (its
+// UD completions carry no packet type: see ucx_notes); and RDMANET_RAILS with
+// RDMANET_RAIL<i>_* per rail (_TC its class).
 std::map<std::string, std::string> rail_env(const std::vector<nlohmann::json>& rails);
 
 // A rail entry's GID fields from a GID report (rdma::GidReport::to_json()): "gids", the
@@ -37,6 +43,13 @@ nlohmann::json pod_document(std::vector<nlohmann::json> rails, const std::string
 // quoted text. With a prefix, only the keys that start with it: nccl.conf ("NCCL_", the
 // file NCCL_CONF_FILE names; NCCL reads KEY=VALUE lines and lets the environment win) and
 // ucx.conf ("UCX_", read from $UCX_CONFIG_DIR/ucx.conf; the environment wins there too).
-std::string env_file(const nlohmann::json& document, const std::string& prefix = "");
+// Each note is a comment line after the header.
+std::string env_file(const nlohmann::json& document, const std::string& prefix = "",
+                     const std::vector<std::string>& notes = {});
+
+// What ucx.conf says about its settings for these rails: a device UCX cannot open (a name
+// over 15 characters: UCT_MD_NAME_MAX), and why UCX_UD_VERBS_ETH_DGID_CHECK is off (rails
+// whose driver reports no RoCE packet type in UD completions). Also logged by ADD.
+std::vector<std::string> ucx_notes(const nlohmann::json& document);
 
 }  // namespace rdmanet::plugin

@@ -53,6 +53,9 @@ json rdma_entry(const Attachment& a) {
   json entry = {{"device", rdma.device},
                 {"port", rdma.port},
                 {"linkLayer", roce ? "Ethernet" : "InfiniBand"}};
+  if (!rdma.driver.empty()) {
+    entry["driver"] = rdma.driver;
+  }
   entry.update(gid_fields(rdma.gids, a.rec().ifname));
   // A macvlan child of the node's HCA: every pod on it has its GIDs in the one table.
   entry["sharedDevice"] = a.conf().mode == Mode::kMacvlan && !a.conf().soft_roce;
@@ -106,6 +109,13 @@ json rail_entry(const Attachment& a) {
 }  // namespace
 
 Status write_pod_info(Attachment& a) {
+  if (a.rdma().active && a.rec().rdma && a.rec().rdma->device.size() > kUcxDeviceNameMax) {
+    spdlog::warn(
+        "RDMA device {} of {}: UCX cannot open it, its name has {} characters and "
+        "UCX takes at most {} (UCT_MD_NAME_MAX); rename it (udev NAME_KERNEL or "
+        "`rdma dev set ... name`) for UCX workloads",
+        a.rec().rdma->device, a.rec().ifname, a.rec().rdma->device.size(), kUcxDeviceNameMax);
+  }
   const std::string& root = a.conf().pod_info_dir;
   const std::string& uid = a.call().args.k8s_pod_uid;
   if (root.empty() || uid.empty()) {

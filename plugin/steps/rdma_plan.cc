@@ -126,6 +126,17 @@ Status find_the_device(Attachment& a, Nldev& host, bool exclusive) {
   return ok_status();
 }
 
+// The device's driver, for the workloads' settings (UCX's UD transport before 1.18 needs
+// one setting off on drivers other than mlx5): unknown when sysfs cannot say.
+std::string driver_of(const PluginConf& conf, const std::string& device) {
+  auto driver = netns::Sysfs(conf.sysfs_root).rdma_driver(device);
+  if (!driver) {
+    spdlog::debug("driver of RDMA device {} unknown: {}", device, driver.error().msg());
+    return "";
+  }
+  return driver->value_or("");
+}
+
 // The report ADD keeps in the record (for CHECK, DEL and people reading the state).
 void report_plan(Attachment& a) {
   const RdmaPlan& plan = a.rdma();
@@ -135,6 +146,7 @@ void report_plan(Attachment& a) {
   if (plan.device) {
     report.device = plan.device->name;
     report.index = static_cast<int>(plan.device->index);
+    report.driver = driver_of(a.conf(), report.device);
   }
   a.rec().rdma = report;
 }

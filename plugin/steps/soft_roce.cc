@@ -31,8 +31,8 @@ struct SoftRoceRecord {
     SoftRoceRecord r;
     Fields f(step, "soft-roce", ErrorKind::kState);
     TRY(f.required_string("device", &r.device).string("configfsRoot", &r.configfs_root).status());
-    // Only the device ADD names for this attachment is ever deleted.
-    if (r.device != soft_roce_name(id)) {
+    // Only a device ADD names for this attachment is ever deleted.
+    if (!is_soft_roce_name_of(r.device, id)) {
       return Error(ErrorKind::kState, "soft-roce.device \"" + r.device +
                                           "\" is not this attachment's (\"" + soft_roce_name(id) +
                                           "\")");
@@ -42,9 +42,21 @@ struct SoftRoceRecord {
   }
 };
 
+// What names a soft-RoCE device after an attachment: its network, container and ifname.
+uint64_t attachment_hash(const AttachmentId& id) {
+  return fnv1a64(id.network + "/" + id.container_id + "/" + id.ifname);
+}
+
 }  // namespace
 
 std::string soft_roce_name(const AttachmentId& id) {
+  char hash[13];
+  snprintf(hash, sizeof hash, "%012llx",
+           static_cast<unsigned long long>(attachment_hash(id) & 0xffffffffffffULL));
+  return std::string("rxe") + hash;
+}
+
+std::string legacy_soft_roce_name(const AttachmentId& id) {
   std::string safe;
   for (char c : id.ifname) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -52,9 +64,12 @@ std::string soft_roce_name(const AttachmentId& id) {
     safe += ok ? c : '_';
   }
   char hash[9];
-  snprintf(hash, sizeof hash, "%08x",
-           static_cast<unsigned>(fnv1a64(id.network + "/" + id.container_id + "/" + id.ifname)));
+  snprintf(hash, sizeof hash, "%08x", static_cast<unsigned>(attachment_hash(id)));
   return "rxe_" + safe + "_" + hash;
+}
+
+bool is_soft_roce_name_of(const std::string& device, const AttachmentId& id) {
+  return device == soft_roce_name(id) || device == legacy_soft_roce_name(id);
 }
 
 Status create_soft_roce(Attachment& a) {
@@ -63,6 +78,7 @@ Status create_soft_roce(Attachment& a) {
   }
   RdmaReport& rdma = *a.rec().rdma;
   rdma.device = soft_roce_name(a.rec().id());
+  rdma.driver = "rxe";
   TRY(a.record(SoftRoceRecord{rdma.device, a.conf().configfs_root}));
   // Created from inside the pod netns, where the netdev name resolves; the kernel
   // registers it in the initial netns.

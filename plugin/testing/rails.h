@@ -21,6 +21,7 @@ inline json roce_rail(const std::string& ifname, const std::string& device,
                {"numaNode", 1},
                {"rdma",
                 {{"device", device},
+                 {"driver", "mlx5_ib"},
                  {"port", 1},
                  {"linkLayer", "Ethernet"},
                  {"gids", json::array()},
@@ -38,6 +39,11 @@ inline json shared_rail(const std::string& ifname, const std::string& device,
                         const std::string& address, int v4_index) {
   json rail = roce_rail(ifname, device, address, v4_index);
   rail["rdma"]["sharedDevice"] = true;
+  return rail;
+}
+
+inline json with_driver(json rail, const std::string& driver) {
+  rail["rdma"]["driver"] = driver;
   return rail;
 }
 
