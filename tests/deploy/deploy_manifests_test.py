@@ -203,6 +203,14 @@ for s in SCENARIOS:
         args = j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
         check("/etc/rdmanet/rdma-env.sh" in args and not any(a.startswith("NCCL_SOCKET_IFNAME=") for a in args),
               f"{s}: mpirun runs ranks through rdma-env.sh, which sets NCCL_SOCKET_IFNAME from the rails")
+        # The seed's launch (pml ucx), every rank pointed at its pod's files, no device by hand.
+        pairs = list(zip(args, args[1:]))
+        check(("pml", "ucx") in pairs, f"{s}: mpirun runs MPI over UCX (--mca pml ucx)")
+        check(("-x", "UCX_CONFIG_DIR=/run/rdmanet/pod") in pairs
+              and ("-x", "NCCL_CONF_FILE=/run/rdmanet/pod/nccl.conf") in pairs,
+              f"{s}: mpirun passes UCX_CONFIG_DIR and NCCL_CONF_FILE to every rank")
+        check(not any(k in a for a in args for k in ("UCX_NET_DEVICES", "NCCL_IB_HCA", "UCX_IB_GID_INDEX")),
+              f"{s}: mpirun names no device by hand")
 
 # The Pod Security "baseline" workload: SR-IOV rails of the sriov-roce overlay, nothing the
 # baseline profile forbids (checked here field by field, as the admission controller does:

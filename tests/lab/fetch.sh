@@ -1,7 +1,8 @@
 #!/bin/bash
 # Fetches everything the kernel lab needs and caches it between runs:
-#   - host packages (qemu, busybox-static, kmod, RDMA userspace ...), installed
-#     with the host's own apt only when missing;
+#   - host packages (qemu, busybox-static, kmod, RDMA userspace, UCX and Open MPI
+#     for the workloads' scenario ...), installed with the host's own apt only
+#     when missing;
 #   - the guest kernels, downloaded with a *private* APT configuration (own
 #     sources, state and cache under the lab cache) so the host's APT setup is
 #     never touched, and extracted to $CACHE/kernels/<alias>/{vmlinuz,lib/modules/<kver>}
@@ -34,7 +35,8 @@ die() { echo "fetch.sh: FATAL: $*" >&2; exit 1; }
 # One dpkg-query for all; apt-get only runs when something is missing, so a
 # warm run costs ~50 ms.
 HOST_PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2
-ibverbs-utils ibverbs-providers rdmacm-utils perftest tcpdump"
+ibverbs-utils ibverbs-providers rdmacm-utils perftest tcpdump
+libucx0 ucx-utils openmpi-bin libopenmpi3"
 missing=""
 for p in $HOST_PKGS; do
     st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null || true)

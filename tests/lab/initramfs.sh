@@ -1,18 +1,23 @@
 #!/bin/bash
 # Builds the guest initramfs for one lab kernel.
 #
-# Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--add SRC:DST]...
+# Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--add SRC:DST]...
 #   KERNEL_ALIAS  7.3 or 6.1 (fetched by fetch.sh into the cache)
+#   --workloads   also the workloads' libraries: UCX and Open MPI (see below)
 #   --add SRC:DST copy host file SRC to DST in the guest (e.g. the CNI binary:
 #                 --add build/agent/rdmanet:/opt/cni/bin/rdmanet); the
 #                 shared libraries of a dynamic ELF are copied along.
 #
-# The image is two concatenated newc archives (the kernel unpacks them in
-# order, later files win):
+# The image is two or three concatenated newc archives (the kernel unpacks them
+# in order, later files win):
 #   base    busybox, iproute2, tcpdump, rdma-core tools, perftest's ib_write_bw + their libraries and
 #           the decompressed RDMA modules. Cached per kernel in
 #           $CACHE/initramfs/<alias>.cpio, rebuilt only when this script, the
 #           kernel or a host package it copies from changes.
+#   workloads (--workloads only) UCX and Open MPI from the host's Debian packages
+#           (fetch.sh installs them) with their dlopen()ed modules and data, and
+#           workloads/allreduce.c built as /opt/lab/allreduce. Cached in
+#           $CACHE/initramfs/workloads-<key>.cpio, kernel-independent.
 #   overlay /init, /lab/lib.sh, /lab/scenarios/*.sh and the --add files:
 #           always rebuilt (tiny, and the CNI binaries change on every build).
 # Archives are left uncompressed: under software emulation, decompressing in
@@ -24,11 +29,12 @@ CACHE=${RDMANET_LAB_CACHE:-/var/cache/rdmanet-lab}
 die() { echo "initramfs.sh: FATAL: $*" >&2; exit 1; }
 log() { echo "initramfs.sh: $*" >&2; }
 
-[ $# -ge 2 ] || die "usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--add SRC:DST]..."
+[ $# -ge 2 ] || die "usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--add SRC:DST]..."
 ALIAS=$1 OUT=$2; shift 2
-ADDS=()
+ADDS=() WORKLOADS=0
 while [ $# -gt 0 ]; do
     case "$1" in
+        --workloads) WORKLOADS=1; shift ;;
         --add) [ $# -ge 2 ] || die "--add needs SRC:DST"; ADDS+=("$2"); shift 2 ;;
         *) die "unknown argument '$1'" ;;
     esac
@@ -170,6 +176,65 @@ if [ ! -f "$BASE" ]; then
     log "$ALIAS: base $(du -h "$BASE" | cut -f1) built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"
 fi
 
+# --- workloads (cached, --workloads only) ----------------------------------------------
+# What the workloads run: UCX (ucx_info, ucx_perftest) and Open MPI (mpirun, orted) as
+# Debian 12 packages them, with the modules they dlopen() and the data they read, and a small
+# MPI program. Open MPI's mpi.h comes from libopenmpi-dev, downloaded and unpacked here, never
+# installed (it would pull in gfortran).
+WL_PKGS="libucx0 ucx-utils openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15"
+WL_BINS="/usr/bin/ucx_info /usr/bin/ucx_perftest /usr/bin/orterun /usr/bin/orted"
+ML=/usr/lib/x86_64-linux-gnu
+# dlopen()ed: UCX's transports, Open MPI's and PMIx's components.
+WL_MODULE_DIRS="$ML/ucx $ML/openmpi/lib/openmpi3 $ML/pmix2/lib/pmix"
+# Read at run time: help texts (a missing one turns an error into "help file not found")
+# and the site configuration (which turns pml ucx off: the command line turns it on).
+WL_DATA="/usr/share/openmpi /usr/lib/x86_64-linux-gnu/pmix2/share /etc/openmpi"
+build_workloads() { # OUT
+    _wl=$(mktemp -d "$CACHE/initramfs/workloads.XXXXXX")
+    # merged-/usr, as in the base (whose lib -> usr/lib links these entries repeat).
+    mkdir -p "$_wl/usr/bin" "$_wl/usr/sbin" "$_wl/usr/lib64" "$_wl$ML"
+    for d in bin sbin lib lib64; do ln -s "usr/$d" "$_wl/$d"; done
+    for b in $WL_BINS; do
+        [ -x "$b" ] || die "$b missing on the host (fetch.sh installs $WL_PKGS)"
+        copy_elf "$b" "$_wl"
+    done
+    for d in $WL_MODULE_DIRS; do
+        for so in "$d"/*.so "$d"/*.so.0; do
+            [ -e "$so" ] && copy_elf "$so" "$_wl"
+        done
+    done
+    for d in $WL_DATA; do mkdir -p "$_wl$d"; cp -rL "$d/." "$_wl$d/"; done
+    mkdir -p "$_wl/usr/bin" "$_wl/opt/lab"
+    ln -sf orterun "$_wl/usr/bin/mpirun"
+    # mpi.h: libopenmpi-dev of the installed Open MPI's version, unpacked.
+    _ver=$(dpkg-query -W -f '${Version}' libopenmpi3)
+    ( cd "$_wl" && apt-get download -q "libopenmpi-dev=$_ver" >&2 ) ||
+        die "apt-get download libopenmpi-dev=$_ver failed"
+    dpkg -x "$_wl"/libopenmpi-dev_*.deb "$_wl/dev"
+    _inc=$_wl/dev$ML/openmpi/include
+    [ -f "$_inc/mpi.h" ] || die "no mpi.h in libopenmpi-dev $_ver"
+    cc -O2 -Wall -Werror -I"$_inc" -o "$_wl/opt/lab/allreduce" "$HERE/workloads/allreduce.c" \
+        "$ML/libmpi.so.40" || die "cannot build workloads/allreduce.c"
+    ldd "$_wl/opt/lab/allreduce" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
+        while read -r lib; do copy_file "$lib" "$_wl"; done
+    rm -rf "$_wl/dev" "$_wl"/*.deb
+    mkcpio "$_wl" "$1.tmp"
+    mv "$1.tmp" "$1"
+    rm -rf "$_wl"
+}
+WLCPIO=""
+if [ "$WORKLOADS" -eq 1 ]; then
+    wl_key=$( { cat "$0" "$HERE/workloads/allreduce.c"; dpkg-query -W $WL_PKGS 2>/dev/null; } |
+        sha256sum | cut -c1-16)
+    WLCPIO=$CACHE/initramfs/workloads-$wl_key.cpio
+    if [ ! -f "$WLCPIO" ]; then
+        t0=$(date +%s.%N)
+        rm -f "$CACHE/initramfs"/workloads-*.cpio
+        build_workloads "$WLCPIO"
+        log "workloads $(du -h "$WLCPIO" | cut -f1) built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')s"
+    fi
+fi
+
 # --- overlay (every run) -------------------------------------------------------------
 ov=$(mktemp -d)
 trap 'rm -rf "$ov" "$ov.cpio"' EXIT
@@ -193,5 +258,5 @@ for a in "${ADDS[@]+"${ADDS[@]}"}"; do
     fi
 done
 mkcpio "$ov" "$ov.cpio"
-cat "$BASE" "$ov.cpio" > "$OUT"
+cat "$BASE" ${WLCPIO:+"$WLCPIO"} "$ov.cpio" > "$OUT"
 rm -f "$ov.cpio"

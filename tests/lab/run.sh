@@ -13,7 +13,9 @@
 # (e.g. ib_core.netns_mode=0). "# lab-machine: pci" boots the PCI tier's machine
 # (QEMU 10 from fetch.sh, q35, two igb NICs with SR-IOV and an e1000e on one hub
 # with no host backend, a virtio disk); "# lab-boots: N" boots it N times with the
-# same disk, lab.boot=1..N on the kernel command line (a real reboot in between). Exit status: 0 only when the guest reported,
+# same disk, lab.boot=1..N on the kernel command line (a real reboot in between);
+# "# lab-workloads: ucx-mpi" adds UCX and Open MPI to the image (initramfs.sh --workloads).
+# Exit status: 0 only when the guest reported,
 # every LAB-RESULT passed and the scenario script succeeded. A guest that never
 # reports (hang, panic, timeout) is a failure; QEMU is never left running.
 set -eu
@@ -41,6 +43,7 @@ KERNEL=${2:-$(header kernel)}
 [ -n "$KERNEL" ] || die "$SCRIPT has no '# lab-kernel:' line and no KERNEL was given"
 EXTRA_CMDLINE=$(header cmdline)
 MACHINE=$(header machine)
+WORKLOADS=$(header workloads)
 BOOTS=$(header boots)
 BOOTS=${BOOTS:-1}
 
@@ -77,7 +80,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t0=$(date +%s.%N)
-"$HERE/initramfs.sh" "$KERNEL" "$tmp/initrd.cpio" "${ADDS[@]+"${ADDS[@]}"}"
+wl_opt=()
+case "$WORKLOADS" in
+    "") ;;
+    ucx-mpi) wl_opt=(--workloads) ;;
+    *) die "$SCRIPT: unknown lab-workloads '$WORKLOADS' (ucx-mpi)" ;;
+esac
+"$HERE/initramfs.sh" "$KERNEL" "$tmp/initrd.cpio" "${wl_opt[@]+"${wl_opt[@]}"}" "${ADDS[@]+"${ADDS[@]}"}"
 t_initramfs=$(since "$t0")
 
 case "$ACCEL" in
