@@ -328,11 +328,7 @@ std::vector<std::string> ucx_notes(const json& document) {
     }
   }
   if (!without_type.empty()) {
-    std::string devices;
-    for (const auto& d : without_type) {
-      devices += (devices.empty() ? "" : ", ") + d;
-    }
-    notes.push_back("UCX_UD_VERBS_ETH_DGID_CHECK=n: " + devices +
+    notes.push_back("UCX_UD_VERBS_ETH_DGID_CHECK=n: " + join(without_type, ", ") +
                     " report no RoCE packet type in UD completions; UCX before 1.18 drops "
                     "their UD packets over IPv4, and its wire-up with them (openucx/ucx PR "
                     "#10209)");

@@ -114,6 +114,15 @@ rping_between() {
     return "$_rc"
 }
 
+# all_packets_with_tos LOG TOS MIN [WHAT]: every RoCE v2 packet in LOG (tcpdump -v: its
+# "proto UDP" lines) carries IP ToS TOS, and there are at least MIN of them.
+all_packets_with_tos() {
+    _n=$(grep -c 'proto UDP' "$1" || true)
+    _t=$(grep 'proto UDP' "$1" | grep -c "tos 0x$(printf %x "$2")" || true)
+    echo "$_t of $_n RoCE v2 packets with tos 0x$(printf %x "$2")${4:+ ($4)}"
+    [ "$_n" -ge "$3" ] && [ "$_t" -eq "$_n" ]
+}
+
 # --- driving rdmanet through the CNI protocol, as a container runtime does -----
 
 CNI_BIN=/opt/cni/bin

@@ -138,10 +138,8 @@ rc=0; wait "$bw_srv" || rc=$?
 check write-bw-server-done sh -c "[ $rc -eq 0 ] && echo 'server rc 0' || { echo 'server rc $rc:'; cat /tmp/bw-server.log; exit 1; }"
 wait "$tcpdump_pid" || true
 tos_of_writes() {
-    n=$(grep -c 'proto UDP' /tmp/tc.log || true)
-    t=$(grep 'proto UDP' /tmp/tc.log | grep -c "tos 0x$(printf %x "$tc_a")" || true)
-    echo "$t of $n RoCE v2 packets from pod-a with tos 0x$(printf %x "$tc_a") (NCCL_IB_TC=$tc_a)"
-    [ -n "$tc_a" ] && [ "$tc_a" -ne 0 ] && [ "$n" -gt 0 ] && [ "$t" -eq "$n" ]
+    [ -n "$tc_a" ] && [ "$tc_a" -ne 0 ] || { echo "no traffic class in pod-a's files (NCCL_IB_TC=$tc_a)"; return 1; }
+    all_packets_with_tos /tmp/tc.log "$tc_a" 1 "from pod-a, NCCL_IB_TC=$tc_a"
 }
 check traffic-class-on-wire tos_of_writes
 

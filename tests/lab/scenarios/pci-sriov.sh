@@ -292,19 +292,22 @@ lab_fact sigkill_points "$npoints of $(grep -c '^sendmsg(' /tmp/k.rec) sendmsg c
 SIGKILL_POINTS=12
 check sigkill-points-found sh -c "[ $npoints -eq $SIGKILL_POINTS ] && echo '$npoints points' ||
     { echo '$npoints points, not $SIGKILL_POINTS: $(echo $points)'; exit 1; }"
-killed_case() { # J
-    pod "k$1"
-    CNI_COMMAND=ADD CNI_CONTAINERID="ctr-k$1" CNI_NETNS="/run/netns/k$1" CNI_IFNAME=net1 CNI_PATH=$CNI_BIN \
-        strace -qq -o /dev/null -e trace=sendmsg -e inject=sendmsg:signal=KILL:when="$1" \
-        "$CNI_BIN/rdmanet" < /tmp/k.json > /dev/null 2>&1
+# killed_add NAME CONF WHERE J: ADD of pod NAME with CONF, killed (SIGKILL) on entry to its
+# J-th sendmsg, then DEL twice: the VF and its netdev as before, nothing left. WHERE says
+# what the kill interrupts, for the messages.
+killed_add() {
+    pod "$1"
+    CNI_COMMAND=ADD CNI_CONTAINERID="ctr-$1" CNI_NETNS="/run/netns/$1" CNI_IFNAME=net1 CNI_PATH=$CNI_BIN \
+        strace -qq -o /tmp/kill.rec -e trace=sendmsg -e inject=sendmsg:signal=KILL:when="$4" \
+        "$CNI_BIN/rdmanet" < "$2" > /dev/null 2>&1
     _rc=$?
-    [ "$_rc" -eq 137 ] || { echo "ADD exited $_rc, not killed"; return 1; }
-    cni DEL "k$1" /tmp/k.json > /tmp/res.json && cni DEL "k$1" /tmp/k.json > /tmp/res.json ||
+    [ "$_rc" -eq 137 ] || { echo "ADD exited $_rc after $(grep -c '^sendmsg(' /tmp/kill.rec) sendmsg calls, not killed"; return 1; }
+    cni DEL "$1" "$2" > /tmp/res.json && cni DEL "$1" "$2" > /tmp/res.json ||
         { echo "DEL: $(cat /tmp/res.json)"; return 1; }
-    same "after a kill at sendmsg #$1" "$k_line $k_host" "$(vf_line $PF0_PCI 2) $(host_state "$VF02")" &&
+    same "after a kill $3 at sendmsg #$4" "$k_line $k_host" "$(vf_line $PF0_PCI 2) $(host_state "$VF02")" &&
         no_attachments > /dev/null
 }
-for j in $points; do check "sigkill-add-at-sendmsg-$j" killed_case "$j"; done
+for j in $points; do check "sigkill-add-at-sendmsg-$j" killed_add "k$j" /tmp/k.json "in ADD" "$j"; done
 
 # ---- ADD refused half way, killed in its rollback, then DEL -------------------------------
 # igb refuses link_state after the MAC went in through the PF, so ADD rolls back: the VF's
@@ -331,19 +334,7 @@ lab_fact sigkill_rollback_points "$nrb_points of $(grep -c '^sendmsg(' /tmp/q.re
 SIGKILL_ROLLBACK_POINTS=5
 check sigkill-rollback-points-found sh -c "[ $nrb_points -eq $SIGKILL_ROLLBACK_POINTS ] && echo '$nrb_points points' ||
     { echo '$nrb_points points, not $SIGKILL_ROLLBACK_POINTS: $(echo $rb_points)'; exit 1; }"
-killed_rollback_case() { # J
-    pod "q$1"
-    CNI_COMMAND=ADD CNI_CONTAINERID="ctr-q$1" CNI_NETNS="/run/netns/q$1" CNI_IFNAME=net1 CNI_PATH=$CNI_BIN \
-        strace -qq -o /tmp/qk.rec -e trace=sendmsg -e inject=sendmsg:signal=KILL:when="$1" \
-        "$CNI_BIN/rdmanet" < /tmp/q.json > /dev/null 2>&1
-    _rc=$?
-    [ "$_rc" -eq 137 ] || { echo "ADD exited $_rc after $(grep -c '^sendmsg(' /tmp/qk.rec) sendmsg calls, not killed"; return 1; }
-    cni DEL "q$1" /tmp/q.json > /tmp/res.json && cni DEL "q$1" /tmp/q.json > /tmp/res.json ||
-        { echo "DEL: $(cat /tmp/res.json)"; return 1; }
-    same "after a kill in the rollback at sendmsg #$1" "$k_line $k_host" "$(vf_line $PF0_PCI 2) $(host_state "$VF02")" &&
-        no_attachments > /dev/null
-}
-for j in $rb_points; do check "sigkill-rollback-at-sendmsg-$j" killed_rollback_case "$j"; done
+for j in $rb_points; do check "sigkill-rollback-at-sendmsg-$j" killed_add "q$j" /tmp/q.json "in the rollback" "$j"; done
 
 # ---- left for boot 2: attachments across a real reboot ----------------------------------
 leave() { # NAME PCI EXTRA_JSON

@@ -208,7 +208,7 @@ run_workloads() {
         check "$_iso-perftest-small" perftest small -t tag_lat -s 64 -n 2000
         wait "$_dump" || true
         lab_time "${_iso}dump"
-        check "$_iso-tos-on-wire" tos_of_rail_packets
+        check "$_iso-tos-on-wire" all_packets_with_tos /tmp/tc.log "$TOS" 10 "from pod-a, roce.tos $TOS"
         before1=$(rx net1) before2=$(rx net2)
         check "$_iso-perftest-large" perftest large -t tag_bw -s 4194304 -n 8
         after1=$(rx net1) after2=$(rx net2)
@@ -219,12 +219,6 @@ run_workloads() {
     check "$_iso-mpi-allreduce" allreduce "$_iso"
     check "$_iso-mpi-lanes-own-devices" lanes_own "$_iso"
     lab_time "${_iso}mpi"
-}
-tos_of_rail_packets() {
-    n=$(grep -c 'proto UDP' /tmp/tc.log || true)
-    t=$(grep 'proto UDP' /tmp/tc.log | grep -c "tos 0x$(printf %x $TOS)" || true)
-    echo "$t of $n RoCE v2 packets from pod-a with tos 0x$(printf %x $TOS) (roce.tos $TOS)"
-    [ "$n" -ge 10 ] && [ "$t" -eq "$n" ]
 }
 
 # ---- shared mode ---------------------------------------------------------------------------
