@@ -34,6 +34,7 @@ enum class ErrorKind {
   kAddressUnavailable,   // 104: pool exhausted or requested address taken
   kRdmaIsolation,        // 105: RDMA isolation requested but not possible
   kGidTimeout,           // 106: RoCE GID did not appear in time
+  kPortNotActive,        // 108: the rail had no carrier or its RDMA port was not ACTIVE in time
   kState,                // 107: attachment state unreadable or inconsistent
   kInternal,             // 199: a bug in rdmanet
   kDelegateReported,     // the CNI error a delegated plugin reported: its code, passed on

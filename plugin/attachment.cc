@@ -7,6 +7,14 @@
 
 namespace rdmanet::plugin {
 
+std::string RailLink::summary(const std::string& ifname) const {
+  std::string out = (carrier ? "carrier on " : "no carrier on ") + ifname;
+  if (!rdma_port.empty()) {
+    out += ", RDMA port " + rdma_port + " " + rdma_state;
+  }
+  return out;
+}
+
 Expected<std::optional<netns::Netns>> open_pod_netns(const AttachmentRecord& record) {
   if (record.netns.empty()) {
     return std::optional<netns::Netns>();

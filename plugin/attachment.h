@@ -38,6 +38,18 @@ struct RdmaPlan {
   bool infiniband = false;             // moves before the netdev
 };
 
+// The rail's link as ADD saw it last (port-wait): usable when the pod interface has carrier
+// and the RDMA port the pod uses, if any, is ACTIVE.
+struct RailLink {
+  bool carrier = false;
+  std::string rdma_port;     // "<device>/<port>", when the rail has an RDMA port the pod uses
+  std::string rdma_state;    // its state as `rdma link` names it: "ACTIVE", "DOWN (physical ...)"
+  bool rdma_active = false;  // that state is ACTIVE
+  bool usable() const { return carrier && (rdma_port.empty() || rdma_active); }
+  // "no carrier on net1, RDMA port rxe0a1b2c3d4e5f/1 DOWN (physical state POLLING)"
+  std::string summary(const std::string& ifname) const;
+};
+
 // What undoing an attachment needs besides its record: where the state is, the call's
 // environment (CNI_PATH, for an IPAM plugin that is exec'd) and how IPAM plugins run.
 struct UndoContext {
@@ -115,6 +127,9 @@ class Attachment {
   const cni::Result& ipam_result() const { return ipam_result_; }
   netns::LinkInfo& pod_link() { return pod_link_; }
   const netns::LinkInfo& pod_link() const { return pod_link_; }
+  // What wait_for_port saw; std::nullopt before it looked.
+  std::optional<RailLink>& rail_link() { return rail_link_; }
+  const std::optional<RailLink>& rail_link() const { return rail_link_; }
 
  private:
   Attachment(StateStore store, AttachmentRecord record, netns::Netns host,
@@ -152,6 +167,7 @@ class Attachment {
   bool reclaimed_ = false;
   cni::Result ipam_result_;
   netns::LinkInfo pod_link_;
+  std::optional<RailLink> rail_link_;
 };
 
 // Whether the caller holds the device's lock already (a flock is per open file: taking it

@@ -181,13 +181,17 @@ Status parse_roce(const nlohmann::json& doc, PluginConf* conf) {
 
 Status parse_rdma(Fields& f, PluginConf* conf) {
   int gid_timeout = conf->gid_timeout_ms / 1000;
+  int port_timeout = conf->port_timeout_ms / 1000;
   nlohmann::json roce;
   f.name("rdmaIsolation", kRdmaIsolationNames, &conf->rdma_isolation);
   f.boolean("softRoce", &conf->soft_roce);
-  f.integer_in("gidTimeout", 0, 300, &gid_timeout);  // 0: report GIDs without waiting
+  f.integer_in("gidTimeout", 0, 300, &gid_timeout);    // 0: report GIDs without waiting
+  f.integer_in("portTimeout", 0, 300, &port_timeout);  // 0: one look, no wait
+  f.boolean("requireActive", &conf->require_active);
   f.string("configfsRoot", &conf->configfs_root).object("roce", &roce);
   TRY(f.status());
   conf->gid_timeout_ms = gid_timeout * 1000;
+  conf->port_timeout_ms = port_timeout * 1000;
   if (conf->rdma_isolation == RdmaIsolation::kRequired && conf->mode == Mode::kMacvlan &&
       !conf->soft_roce) {
     return Error(ErrorKind::kRdmaIsolation,

@@ -55,6 +55,8 @@ struct PluginConf {
   netns::DcbConfig dcb;            // roce.dcb: PFC and DSCP->priority on the PF (node level)
   bool dcb_apply = false;          // roce.dcb.policy "apply"; "verify" (default) only checks
   int gid_timeout_ms = 10000;      // gidTimeout (seconds in the config)
+  int port_timeout_ms = 5000;      // portTimeout (seconds): carrier and RDMA port ACTIVE
+  bool require_active = false;     // requireActive: a rail still down then fails ADD
   std::string configfs_root = "/sys/kernel/config";
   std::string state_dir = "/var/lib/cni/rdmanet";
   std::string pod_info_dir = "/run/rdmanet/pods";  // empty: no pod rails files

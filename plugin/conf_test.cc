@@ -397,10 +397,18 @@ TEST(LoadConf, RdmaKeys) {
   EXPECT_EQ(soft->rdma_isolation, RdmaIsolation::kRequired);
 
   for (int seconds : {0, 300}) {
-    auto c = load(conf({{"gidTimeout", seconds}}));
+    auto c = load(conf({{"gidTimeout", seconds}, {"portTimeout", seconds}}));
     ASSERT_TRUE(c.ok()) << seconds << ": " << c.error().msg();
     EXPECT_EQ(c->gid_timeout_ms, seconds * 1000);
+    EXPECT_EQ(c->port_timeout_ms, seconds * 1000);
   }
+  auto defaults = load(conf({}));
+  ASSERT_TRUE(defaults.ok()) << defaults.error().msg();
+  EXPECT_EQ(defaults->port_timeout_ms, 5000);
+  EXPECT_FALSE(defaults->require_active);
+  auto strict = load(conf({{"requireActive", true}}));
+  ASSERT_TRUE(strict.ok()) << strict.error().msg();
+  EXPECT_TRUE(strict->require_active);
   auto paths = load(conf({{"configfsRoot", "/tmp/cfs"}, {"sysfsRoot", "/tmp/sys"}}));
   ASSERT_TRUE(paths.ok()) << paths.error().msg();
   EXPECT_EQ(paths->configfs_root, "/tmp/cfs");
@@ -414,6 +422,10 @@ TEST(LoadConf, RdmaKeys) {
       {"gidTimeout -1", conf({{"gidTimeout", -1}}), 7, "gidTimeout"},
       {"gidTimeout 301", conf({{"gidTimeout", 301}}), 7, "gidTimeout"},
       {"gidTimeout in ms", conf({{"gidTimeout", 10000}}), 7, "gidTimeout"},
+      {"portTimeout -1", conf({{"portTimeout", -1}}), 7, "portTimeout"},
+      {"portTimeout in ms", conf({{"portTimeout", 5000}}), 7, "portTimeout"},
+      {"portTimeout a string", conf({{"portTimeout", "5s"}}), 7, "portTimeout"},
+      {"requireActive a string", conf({{"requireActive", "true"}}), 7, "requireActive"},
   });
 }
 

@@ -51,10 +51,9 @@ TEST_F(Rdmanet, NetdevModeMovesTheDeviceAndBringsItBack) {
   EXPECT_NE(sh("ip -n " + pod + " rule show").find("3000:\tfrom 10.123.0.2 lookup " + table),
             std::string::npos)
       << sh("ip -n " + pod + " rule show");
-  // (linkdown: the veth peer in the host is down.)
   EXPECT_EQ(sh("ip -n " + pod + " route show table " + table),
-            "10.123.0.0/24 dev net1 scope link src 10.123.0.2 linkdown \n"
-            "10.124.0.0/16 via 10.123.0.1 dev net1 linkdown \n");
+            "10.123.0.0/24 dev net1 scope link src 10.123.0.2 \n"
+            "10.124.0.0/16 via 10.123.0.1 dev net1 \n");
   EXPECT_EQ(sh("ip netns exec " + pod + " cat /proc/sys/net/ipv4/conf/net1/arp_ignore"), "1\n");
   EXPECT_EQ(sh("ip netns exec " + pod + " cat /proc/sys/net/ipv4/conf/net1/rp_filter"), "2\n");
   EXPECT_EQ(leases().size(), 1u);

@@ -73,7 +73,8 @@ class Hostile : public Rdmanet {
   void attach_far(const json& extra = json::object()) {
     far_ = make_pod();
     port_ = "rt" + tag_ + "far";
-    sh("ip link add " + port_ + " type veth peer name farpeer netns " + far_);
+    sh("ip link add " + port_ + " type veth peer name farpeer netns " + far_ + " && ip -n " + far_ +
+       " link set farpeer up");
     links_.push_back(port_);
     mac_ = link_field(port_, "address");
     mtu_ = link_field(port_, "mtu");

@@ -213,6 +213,9 @@ std::map<std::string, std::string> rail_env(const std::vector<json>& rails) {
     const std::string ifname = rail.value("interface", "");
     ifnames.push_back(ifname);
     env[prefix + "IFNAME"] = ifname;
+    if (rail.contains("state") && rail["state"].is_string()) {
+      env[prefix + "STATE"] = rail["state"].get<std::string>();  // "up", or "down" at ADD
+    }
     for (bool v4 : {true, false}) {
       if (auto a = address(rail, v4); a) {
         env[prefix + (v4 ? "ADDRESS" : "ADDRESS_IPV6")] = a->addr.str();

@@ -28,7 +28,7 @@ bool ifname_less(const std::string& a, const std::string& b);
 // class) when every RoCE rail has the same traffic class; NCCL_SOCKET_IFNAME,
 // UCX_NET_DEVICES; UCX_UD_VERBS_ETH_DGID_CHECK=n when a RoCE rail's driver is not mlx5 (its
 // UD completions carry no packet type: see ucx_notes); and RDMANET_RAILS with
-// RDMANET_RAIL<i>_* per rail (_TC its class).
+// RDMANET_RAIL<i>_* per rail (_TC its class, _STATE "up" or "down": usable when ADD answered).
 std::map<std::string, std::string> rail_env(const std::vector<nlohmann::json>& rails);
 
 // A rail entry's GID fields from a GID report (rdma::GidReport::to_json()): "gids", the

@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace rdmanet::rdma {
 
@@ -35,7 +36,8 @@ const std::array<nla_policy, RDMA_NLDEV_ATTR_MAX + 1>& policy() {
       p[attr].type = NLA_U32;
     }
     p[RDMA_NLDEV_ATTR_NODE_GUID].type = NLA_U64;
-    for (int attr : {RDMA_NLDEV_ATTR_PORT_STATE, RDMA_NLDEV_SYS_ATTR_NETNS_MODE}) {
+    for (int attr : {RDMA_NLDEV_ATTR_PORT_STATE, RDMA_NLDEV_ATTR_PORT_PHYS_STATE,
+                     RDMA_NLDEV_SYS_ATTR_NETNS_MODE}) {
       p[attr].type = NLA_U8;
     }
     for (int attr :
@@ -97,6 +99,30 @@ std::optional<Device> decode_device(const nlmsghdr* hdr) {
 const char* netns_mode_name(NetnsMode mode) {
   // The table's names are string literals, so the view's data() ends in a NUL.
   return name_of(kNetnsModeNames, mode).data();
+}
+
+namespace {
+
+// The names `rdma link` prints (iproute2 rdma/link.c), by the kernel's numbers.
+constexpr const char* kPortStates[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+constexpr const char* kPhysStates[] = {
+    "NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP", "LINK_ERROR_RECOVER", "PHY_TEST"};
+
+template <size_t N>
+std::string state_name(const char* const (&names)[N], uint8_t value) {
+  return value < N ? names[value] : "UNKNOWN(" + std::to_string(value) + ")";
+}
+
+}  // namespace
+
+bool Port::active() const { return state == kPortActive; }
+
+std::string Port::state_summary() const {
+  std::string out = state_name(kPortStates, state);
+  if (phys_state != 0) {
+    out += " (physical state " + state_name(kPhysStates, phys_state) + ")";
+  }
+  return out;
 }
 
 bool is_safe_device_name(const std::string& name) {
@@ -197,29 +223,44 @@ Expected<Device> Nldev::device(const std::string& name) {
   return Error(ErrorKind::kDeviceNotFound, "RDMA device " + name + " not found in this netns");
 }
 
+Expected<Port> Nldev::port(const Device& dev, uint32_t index) {
+  auto req = nldev_request(RDMA_NLDEV_CMD_PORT_GET);
+  req.put_u32(RDMA_NLDEV_ATTR_DEV_INDEX, dev.index).put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, index);
+  std::optional<Port> found;
+  auto s = sock_.query(req, "port " + std::to_string(index) + " of RDMA device " + dev.name,
+                       [&](const nlmsghdr* hdr) {
+                         Attrs tb{};
+                         if (!parse(hdr, tb)) {
+                           return;
+                         }
+                         Port port;
+                         port.index = get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]);
+                         port.netdev_index =
+                             static_cast<int>(get_u32(tb[RDMA_NLDEV_ATTR_NDEV_INDEX]));
+                         port.netdev = get_string(tb[RDMA_NLDEV_ATTR_NDEV_NAME]);
+                         if (tb[RDMA_NLDEV_ATTR_PORT_STATE] != nullptr) {
+                           port.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
+                         }
+                         if (tb[RDMA_NLDEV_ATTR_PORT_PHYS_STATE] != nullptr) {
+                           port.phys_state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_PHYS_STATE]);
+                         }
+                         found = port;
+                       });
+  if (!s) {
+    return not_here(std::move(s).error());
+  }
+  if (!found) {
+    return Error(ErrorKind::kKernel, "port " + std::to_string(index) + " of RDMA device " +
+                                         dev.name + ": the kernel's answer has no port");
+  }
+  return *found;
+}
+
 Expected<std::vector<Port>> Nldev::ports(const Device& dev) {
   std::vector<Port> out;
   for (uint32_t p = 1; p <= dev.ports; ++p) {
-    auto req = nldev_request(RDMA_NLDEV_CMD_PORT_GET);
-    req.put_u32(RDMA_NLDEV_ATTR_DEV_INDEX, dev.index).put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, p);
-    auto s = sock_.query(
-        req, "port " + std::to_string(p) + " of RDMA device " + dev.name, [&](const nlmsghdr* hdr) {
-          Attrs tb{};
-          if (!parse(hdr, tb)) {
-            return;
-          }
-          Port port;
-          port.index = get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]);
-          port.netdev_index = static_cast<int>(get_u32(tb[RDMA_NLDEV_ATTR_NDEV_INDEX]));
-          port.netdev = get_string(tb[RDMA_NLDEV_ATTR_NDEV_NAME]);
-          if (tb[RDMA_NLDEV_ATTR_PORT_STATE] != nullptr) {
-            port.state = nla_get_u8(tb[RDMA_NLDEV_ATTR_PORT_STATE]);
-          }
-          out.push_back(port);
-        });
-    if (!s) {
-      return not_here(std::move(s).error());
-    }
+    TRY_ASSIGN(Port port, this->port(dev, p));
+    out.push_back(std::move(port));
   }
   return out;
 }

@@ -43,8 +43,13 @@ struct Port {
   uint32_t index = 0;
   int netdev_index = 0;  // 0 when the port has no netdev in this socket's netns
   std::string netdev;
-  uint8_t state = 0;  // IB_PORT_* (4 = ACTIVE)
+  uint8_t state = 0;       // IB_PORT_* (kPortActive = 4)
+  uint8_t phys_state = 0;  // IB_PORT_PHYS_STATE_* (2 polling, 5 link up); 0 when not reported
+  bool active() const;
+  // "ACTIVE", or "DOWN (physical state POLLING)", as `rdma link` names them.
+  std::string state_summary() const;
 };
+inline constexpr uint8_t kPortActive = 4;
 
 class Nldev {
  public:
@@ -64,6 +69,8 @@ class Nldev {
   // EINVAL for an index it does not show here).
   Expected<Device> device(uint32_t index);
   Expected<Device> device(const std::string& name);
+  // One port (one request, not a dump); kDeviceNotFound when the device is gone.
+  Expected<Port> port(const Device& dev, uint32_t index);
   Expected<std::vector<Port>> ports(const Device& dev);
   // The devices with a port whose netdev has this ifindex (in the socket's netns).
   Expected<std::vector<Device>> devices_of_netdev(int ifindex);

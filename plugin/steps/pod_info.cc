@@ -92,6 +92,15 @@ json rail_entry(const Attachment& a) {
     addresses.push_back(ip.address);
   }
   rail["addresses"] = addresses;
+  if (const auto& link = a.rail_link(); link) {
+    // Whether the rail was usable when ADD answered (wait_for_port), so a launcher can tell.
+    rail["state"] = link->usable() ? "up" : "down";
+    json seen = {{"carrier", link->carrier}};
+    if (!link->rdma_port.empty()) {
+      seen["rdmaPortState"] = link->rdma_state;
+    }
+    rail["link"] = seen;
+  }
   if (a.rdma().active && a.rec().rdma && !a.rec().rdma->device.empty()) {
     rail["rdma"] = rdma_entry(a);
   }

@@ -13,6 +13,7 @@
 #include "plugin/steps/node_qos.h"
 #include "plugin/steps/pod_info.h"
 #include "plugin/steps/pod_interface.h"
+#include "plugin/steps/port_wait.h"
 #include "plugin/steps/rdma_cm.h"
 #include "plugin/steps/rdma_move.h"
 #include "plugin/steps/rdma_plan.h"
@@ -56,6 +57,7 @@ constexpr Step kSteps[] = {
     {"rdma-move",        move_roce_device_in,  K::kRdmaMove,             move_rdma_device_home, 1,    kTouches},
     {"rdma-cm-defaults", set_rdma_cm_defaults},
     {"gid-wait",         wait_for_gids},
+    {"port-wait",        wait_for_port},
     {"pod-info",         write_pod_info,       K::kPodInfo,              remove_pod_info,       10,   kFollows},
     {"device-info",      write_device_info,    K::kDeviceInfo,           remove_device_info,    9,    kFollows},
 };

@@ -96,7 +96,11 @@ std::pair<std::string, std::string> Rdmanet::make_ports() {
   std::string a = "rt" + tag_ + "p" + std::to_string(links_.size());
   std::string b = a + "b";
   a += "a";
-  sh("ip link add " + a + " type veth peer name " + b);
+  // Both up, as a node's cabled NICs are: either end has carrier wherever it is brought up
+  // while the other is up (ADD waits for carrier, portTimeout), and a macvlan child of
+  // either has its parent's.
+  sh("ip link add " + a + " type veth peer name " + b + " && ip link set " + a +
+     " up && ip link set " + b + " up");
   links_.push_back(a);
   links_.push_back(b);
   return {a, b};

@@ -47,7 +47,7 @@ class Rdmanet : public ::testing::Test {
   // A pod network namespace; returns its name (path /run/netns/<name>).
   std::string make_pod();
 
-  // A veth pair in the host standing in for two NIC ports; returns the names.
+  // A veth pair in the host standing in for two cabled NIC ports, both up; returns the names.
   std::pair<std::string, std::string> make_ports();
 
   // A network config for network rail0 with host-local IPAM, extended by `extra`.

@@ -88,6 +88,7 @@ ours="$work/bin/rdmanet"
 # make_pair NAME: veth NAME (the "device" to attach) with peer NAMEp in the host.
 make_pair() {
   ip link add "$1" type veth peer name "${1}p"
+  ip link set "${1}p" up # the far end up, as a cabled NIC's: ADD finds carrier at once
   peers+=("${1}p")
 }
 make_netns() {

@@ -63,6 +63,7 @@ for x in a b c; do
   netns+=("${tag}-$x")
   for ((k = 0; k < RAILS; k++)); do
     ip link add "${tag}$x$k" type veth peer name "${tag}$x${k}p"
+    ip link set "${tag}$x${k}p" up # far end up: carrier at once
     peers+=("${tag}$x${k}p")
   done
 done

@@ -146,7 +146,7 @@ new_node() {
   drop_node
   run=$work/$1
   mkdir -p "$run/state" "$run/ipam"
-  printf '%s\n' "link add $port type veth peer name $peer" \
+  printf '%s\n' "link add $port type veth peer name $peer" "link set dev $peer up" \
     "link property add dev $port altname rdmanet-fault-$$-altname" \
     "link set dev $port mtu 1450 alias rdmanet-fault-$$-alias up" "netns add $pod" | ip -batch -
   printf '%s\n' "{\"cniVersion\": \"1.1.0\", \"name\": \"$net\", \"type\": \"rdmanet\"," \

@@ -90,6 +90,7 @@ class Node:
     def device(self, i):
         name = "na%s%d" % (self.tag, i)
         run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
+        run("ip", "link", "set", name + "p", "up")  # the wire's far end: carrier in the pod
         with open("/sys/class/net/%s/address" % name) as f:
             self.devices[name] = f.read().strip()
         return name

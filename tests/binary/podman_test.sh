@@ -46,6 +46,7 @@ cat > "$work/net.d/$net.conflist" <<CONF
    "ipam": {"type": "host-local", "dataDir": "$work/ipam", "subnet": "10.131.0.0/24"}}]}
 CONF
 ip link add "$port" type veth peer name "$peer"
+ip link set "$peer" up # the wire's far end: the pod's end has carrier (ADD waits for it)
 mac=$(cat "/sys/class/net/$port/address")
 
 export CONTAINERS_CONF="$work/containers.conf"

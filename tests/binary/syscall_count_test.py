@@ -100,8 +100,11 @@ class Node:
     def setup(self):
         sh("ip", "netns", "add", self.pod)
         sh("ip", "netns", "add", self.crowd)
+        # Far ends up, as cabled NICs' are: the rail has carrier at once (ADD waits for it).
         sh("ip", "link", "add", self.port, "type", "veth", "peer", "name", TAG + "b")
         sh("ip", "link", "add", self.parent, "type", "veth", "peer", "name", TAG + "n")
+        for far in (TAG + "b", TAG + "n", self.parent):
+            sh("ip", "link", "set", far, "up")
 
     def configs(self):
         state, ipam_dir = os.path.join(self.work, "state"), os.path.join(self.work, "ipam")

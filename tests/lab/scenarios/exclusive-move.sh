@@ -39,6 +39,7 @@ $IP link del vt0
 
 # --- two pods through rdmanet, devices moved in ---------------------------------
 $IP link add va type veth peer name vb
+$IP link set vb up # the wire's far end: pod-a's rail has carrier (ADD waits for it)
 $IP netns add pod-a
 $IP netns add pod-b
 rail_conf va '"rdmaIsolation": "required"' > /tmp/a.json

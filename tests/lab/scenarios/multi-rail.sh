@@ -37,6 +37,7 @@ $IP netns add pod-a
 $IP netns add pod-b
 for k in $RAILS; do
     $IP link add "ra$k" type veth peer name "rb$k"
+    $IP link set "rb$k" up # the wire's far end: pod-a's rail has carrier (ADD waits for it)
     rail_net "$k" "ra$k" > "/tmp/a$k.json"
     rail_net "$k" "rb$k" > "/tmp/b$k.json"
 done

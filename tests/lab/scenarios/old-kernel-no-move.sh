@@ -35,6 +35,7 @@ $IP link del v0
 
 # --- through rdmanet ------------------------------------------------------------
 $IP link add va type veth peer name vb
+$IP link set vb up # the wire's far end: the rail has carrier (ADD waits for it)
 mac_before=$($IP -br link show va | awk '{print $3}')
 $IP netns add pod-a
 rail_conf va '"rdmaIsolation": "required"' > /tmp/a.json

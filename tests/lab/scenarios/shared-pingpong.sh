@@ -17,6 +17,7 @@ require netns-mode-shared sh -c 'rdma system show | grep -q "netns shared"'
 
 show "two NIC ports on one wire (a veth pair) in the host: va <-> vb"
 $IP link add va type veth peer name vb
+$IP link set vb up # the far end up, as a cabled port's: pod-a's rail has carrier at once
 $IP netns add pod-a
 $IP netns add pod-b
 rail_conf va '"roce": {"tos": 106, "mode": "v2"}' > /tmp/a.json

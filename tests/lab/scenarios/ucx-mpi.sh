@@ -51,6 +51,7 @@ attach_pods() {
     nsx pod-b $IP link set lo up
     for k in 0 1; do
         $IP link add "ra$k" type veth peer name "rb$k" 2>/dev/null || true
+        $IP link set "rb$k" up # the wire's far end: pod-a's rail has carrier (ADD waits for it)
         rail_net "$k" "ra$k" "$1" > "/tmp/a$k.json"
         rail_net "$k" "rb$k" "$1" > "/tmp/b$k.json"
     done
