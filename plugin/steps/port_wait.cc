@@ -97,10 +97,10 @@ Status wait_for_port(Attachment& a) {
     }
   }
 
-  const auto waited = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
+  const std::chrono::duration<double, std::milli> waited = steady_clock::now() - start;
   a.rail_link() = seen;
   if (seen.usable()) {
-    spdlog::info("{} usable after {} ms: {}", ifname, waited.count(), seen.summary(ifname));
+    spdlog::info("{} usable after {:.1f} ms: {}", ifname, waited.count(), seen.summary(ifname));
     return ok_status();
   }
   std::string why = seen.summary(ifname) + " after portTimeout " +
