@@ -106,13 +106,13 @@ tmp=$(mktemp -d)
 # PCI tier's runs under the unpacked tree's loader: its name is in the arguments).
 kill_qemu() {
     pid=$(cat "${1:-$tmp/qemu.pid}" 2>/dev/null || true)
-    [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q qemu-system-x86_64 &&
+    [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -q qemu-system-x86_64 &&
         kill -9 "$pid" 2>/dev/null || true
 }
 # kill_hostctl: the two-node tier's host helper, by its pid, if it is still hostctl.
 kill_hostctl() {
     pid=$(cat "$tmp/hostctl.pid" 2>/dev/null || true)
-    [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q hostctl.py &&
+    [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -q hostctl.py &&
         kill "$pid" 2>/dev/null || true
 }
 # shellcheck disable=SC2317 # called by the trap

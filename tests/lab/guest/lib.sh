@@ -347,6 +347,8 @@ node_setup() {
         _if=$(basename "$(dirname "$(grep -lx "$_mac" /sys/class/net/*/address | head -n1)")")
         [ "$_if" = "w$_k" ] || $IP link set "$_if" name "w$_k" || return 1
     done
+    # lo up: programs on the node talk to themselves (etcd to its own peer URL).
+    $IP link set lo up || return 1
     $IP addr add "$(node_ctl_addr "$LAB_NODE")/24" dev w0 && $IP link set w0 up || return 1
     # The mailbox: each connection carries "NAME SIZE\n" and SIZE bytes, stored as
     # $LAB_INBOX/NAME once complete (renamed into place), then answered "ok NAME".
@@ -368,16 +370,21 @@ MB
     barrier setup 90
 }
 
+# _uptime: whole seconds since boot (shell built-ins only).
+_uptime() { read -r _up _ < /proc/uptime; echo "${_up%.*}"; }
+
 # peer_send NAME [FILE] [TIMEOUT]: FILE (default: nothing) into the other node's inbox as
-# NAME; retries until its mailbox confirms or TIMEOUT (30) s pass.
+# NAME; retries until its mailbox confirms or TIMEOUT (30) s pass; fails at once when the
+# other node gave up ("abort" in this node's inbox).
 peer_send() {
     _f=${2:-/dev/null}
-    _t=$(( ${3:-30} * 5 ))
+    _end=$(( $(_uptime) + ${3:-30} ))
     _sz=$(wc -c < "$_f") || return 1
-    while [ "$_t" -gt 0 ]; do
-        _ans=$({ echo "$1 $_sz"; cat "$_f"; } | timeout 10 nc -w 3 "$(node_ctl_addr "$LAB_PEER")" "$LAB_MAILBOX_PORT" 2>/dev/null) || true
+    while [ "$(_uptime)" -lt "$_end" ]; do
+        _ans=$({ echo "$1 $_sz"; cat "$_f"; } | timeout 5 nc -w 2 "$(node_ctl_addr "$LAB_PEER")" "$LAB_MAILBOX_PORT" 2>/dev/null) || true
         [ "$_ans" = "ok $1" ] && return 0
-        sleep 0.2; _t=$((_t - 1))
+        [ "$1" = abort ] || [ ! -f "$LAB_INBOX/abort" ] || { echo "peer_send $1: node $LAB_PEER gave up"; return 1; }
+        sleep 0.2
     done
     echo "peer_send $1: node $LAB_PEER did not take it in ${3:-30} s"
     return 1
@@ -385,11 +392,11 @@ peer_send() {
 # peer_wait NAME [TIMEOUT]: until the other node has sent NAME (default 120 s); fails at once
 # when the other node gave up (its scenario failed: "abort").
 peer_wait() {
-    _t=$(( ${2:-120} * 5 ))
-    while [ "$_t" -gt 0 ]; do
+    _end=$(( $(_uptime) + ${2:-120} ))
+    while [ "$(_uptime)" -lt "$_end" ]; do
         [ -f "$LAB_INBOX/$1" ] && return 0
         [ -f "$LAB_INBOX/abort" ] && { echo "peer_wait $1: node $LAB_PEER gave up"; return 1; }
-        sleep 0.2; _t=$((_t - 1))
+        sleep 0.2
     done
     echo "peer_wait $1: nothing from node $LAB_PEER in ${2:-120} s"
     return 1
