@@ -77,13 +77,6 @@ pod_add() {
 pod_del() { cni DEL "$1" "$2" "$3" > /tmp/res-del.json || { cat /tmp/res-del.json; return 1; }; }
 kv() { sed -n "s/^$2=//p" "$1"; }
 
-# TEMPORARY (#43 item 1): until ADD itself waits for the rail's port (portTimeout), an e1000e
-# that ADD moved is still negotiating its link when ADD returns (port DOWN). Remove this and
-# its calls (marked TEMP) once the binaries have portTimeout: (b) is about needing no wait.
-temp_wait_active() { # NS DEV
-    wait_for 10 sh -c "$IP netns exec $1 rdma link show $2/1 | grep -q 'state ACTIVE'" ||
-        { echo "TEMP: $2 not ACTIVE 10 s after ADD"; return 1; }
-}
 # wait_listening NS HEXPORT SECONDS: a TCP socket in NS listens on the port (IPv4 or IPv6).
 wait_listening() {
     wait_for "$3" sh -c "$IP netns exec $1 cat /proc/net/tcp /proc/net/tcp6 | awk '\$2 ~ /:$2\$/ && \$4 == \"0A\" { f = 1 } END { exit !f }'"
@@ -189,7 +182,6 @@ rdma_across() {
     _dev=$(kv "$_env" RDMANET_RAIL0_RDMA_DEVICE) _gid=$(kv "$_env" RDMANET_RAIL0_GID_INDEX)
     _addr=$(kv "$_env" RDMANET_RAIL0_ADDRESS)
     lab_fact "$_iso-port-right-after-add" "$_dev $(port_state "$_pod" "$_dev"), net1 carrier $(wire_carrier "$_pod" net1); ADD ran from uptime $_t0 to $_t1, the e1000e's last link-up: $(dmesg | grep "$W1_PCI.*Link is Up" | tail -n 1 | cut -d']' -f1 | tr -d '[ ')"
-    check "$_iso-TEMP-wait-active" temp_wait_active "$_pod" "$_dev"  # TEMP
     lab_time "${_iso}added"
     require "$_iso-send-env" peer_send "$_iso-env" "$_env"
     require "$_iso-peer-env" peer_wait "$_iso-env"
@@ -306,9 +298,6 @@ two_rails() {
     require c-add-net1 pod_add "$_pod" /tmp/c0.json net1 "$_uid"
     require c-add-net2 pod_add "$_pod" /tmp/c1.json net2 "$_uid"
     _env=$PODS/$_uid/rdma.env
-    for _k in 0 1; do
-        check "c-TEMP-wait-active-net$((_k + 1))" temp_wait_active "$_pod" "$(kv "$_env" "RDMANET_RAIL${_k}_RDMA_DEVICE")"  # TEMP
-    done
     lab_fact c-source-rules "$(nsx "$_pod" "$IP" rule show | tr '\n' ';')"
     require c-send-env peer_send c-env "$_env"
     require c-peer-env peer_wait c-env
@@ -409,7 +398,6 @@ cluster_ipam() {
     lab_fact d-addresses "node $ME: $_my1 $_my2; node $LAB_PEER: $_p1 $_p2"
     check d-distinct-addresses sh -c "n=\$(printf '%s\n' $_my1 $_my2 $_p1 $_p2 | grep -c '^10\.82\.0\.'); u=\$(printf '%s\n' $_my1 $_my2 $_p1 $_p2 | sort -u | wc -l);
         echo \"\$u distinct of \$n in 10.82.0.0/24\"; [ \$n -eq 4 ] && [ \$u -eq 4 ]"
-    check d-TEMP-wait-active temp_wait_active "pd1-$ME" "$(kv "$PODS/uid-pd1-$ME/rdma.env" RDMANET_RAIL0_RDMA_DEVICE)"  # TEMP
     barrier d-ready
     check d-reach-across-w1 nsx "pd1-$ME" ping -c 3 -w 10 "$_p1"
     if [ "$ME" = a ]; then
