@@ -1,8 +1,9 @@
 #!/bin/bash
 # Fetches everything the kernel lab needs and caches it between runs:
 #   - host packages (qemu, busybox-static, kmod, RDMA userspace, UCX and Open MPI
-#     for the workloads' scenario ...), installed with the host's own apt only
-#     when missing;
+#     for the workloads' scenario, dropbear, etcd and python3 for the two-node tier ...),
+#     installed with the host's own apt only when missing (packaged services, etcd's,
+#     kept from starting);
 #   - the guest kernels, downloaded with a *private* APT configuration (own
 #     sources, state and cache under the lab cache) so the host's APT setup is
 #     never touched, and extracted to $CACHE/kernels/<alias>/{vmlinuz,lib/modules/<kver>}
@@ -36,7 +37,8 @@ die() { echo "fetch.sh: FATAL: $*" >&2; exit 1; }
 # warm run costs ~50 ms.
 HOST_PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils zstd iproute2
 ibverbs-utils ibverbs-providers rdmacm-utils perftest tcpdump
-libucx0 ucx-utils openmpi-bin libopenmpi3"
+libucx0 ucx-utils openmpi-bin libopenmpi3
+dropbear-bin etcd-server etcd-client python3"
 missing=""
 for p in $HOST_PKGS; do
     st=$(dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null || true)
@@ -45,12 +47,21 @@ done
 if [ -n "$missing" ]; then
     log "installing host packages:$missing"
     export DEBIAN_FRONTEND=noninteractive
+    # The guests run their own etcd: the package's service must not start on the host. A
+    # policy-rc.d that refuses every start does it (ours only if there was none).
+    policy_ours=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy_ours=1
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     # --no-install-recommends keeps qemu from pulling a GUI stack.
     if ! apt-get install -y -q --no-install-recommends $missing >&2; then
         apt-get update -q >&2 || die "apt-get update failed (no network to the mirror?)"
         apt-get install -y -q --no-install-recommends $missing >&2 \
             || die "cannot install:$missing"
     fi
+    [ -z "$policy_ours" ] || { rm -f /usr/sbin/policy-rc.d; trap - EXIT; }
 fi
 
 # --- which mirror --------------------------------------------------------------

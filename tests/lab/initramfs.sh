@@ -1,9 +1,10 @@
 #!/bin/bash
 # Builds the guest initramfs for one lab kernel.
 #
-# Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--add SRC:DST]...
+# Usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--two-node] [--add SRC:DST]...
 #   KERNEL_ALIAS  7.3 or 6.1 (fetched by fetch.sh into the cache)
 #   --workloads   also the workloads' libraries: UCX and Open MPI (see below)
+#   --two-node    also what the two-node tier runs besides: dropbear and etcd (see below)
 #   --add SRC:DST copy host file SRC to DST in the guest (e.g. the CNI binary:
 #                 --add build/agent/rdmanet:/opt/cni/bin/rdmanet); the
 #                 shared libraries of a dynamic ELF are copied along.
@@ -18,6 +19,9 @@
 #           (fetch.sh installs them) with their dlopen()ed modules and data, and
 #           workloads/allreduce.c built as /opt/lab/allreduce. Cached in
 #           $CACHE/initramfs/workloads-<key>.cpio, kernel-independent.
+#   two-node (--two-node only) Debian 12's dropbear (server, dbclient, dropbearkey: a real
+#           remote shell between the nodes' pods) and etcd + etcdctl (cluster IPAM's
+#           store), with their libraries. Cached in $CACHE/initramfs/twonode-<key>.cpio.
 #   overlay /init, /lab/lib.sh, /lab/scenarios/*.sh and the --add files:
 #           always rebuilt (tiny, and the CNI binaries change on every build).
 # Archives are left uncompressed: under software emulation, decompressing in
@@ -29,12 +33,13 @@ CACHE=${RDMANET_LAB_CACHE:-/var/cache/rdmanet-lab}
 die() { echo "initramfs.sh: FATAL: $*" >&2; exit 1; }
 log() { echo "initramfs.sh: $*" >&2; }
 
-[ $# -ge 2 ] || die "usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--add SRC:DST]..."
+[ $# -ge 2 ] || die "usage: initramfs.sh KERNEL_ALIAS OUT.cpio [--workloads] [--two-node] [--add SRC:DST]..."
 ALIAS=$1 OUT=$2; shift 2
-ADDS=() WORKLOADS=0
+ADDS=() WORKLOADS=0 TWONODE=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --workloads) WORKLOADS=1; shift ;;
+        --two-node) TWONODE=1; shift ;;
         --add) [ $# -ge 2 ] || die "--add needs SRC:DST"; ADDS+=("$2"); shift 2 ;;
         *) die "unknown argument '$1'" ;;
     esac
@@ -235,6 +240,36 @@ if [ "$WORKLOADS" -eq 1 ]; then
     fi
 fi
 
+# --- two-node (cached, --two-node only) ---------------------------------------------------
+# Programs the two-node tier runs besides the workloads: a real ssh server and client
+# (dropbear's, Open MPI's remote shell between the nodes' pods) and etcd (the cluster IPAM's
+# store on node a, its client for the checks). Statically linked Go (etcd) and small C
+# programs (dropbear): ldd finds what they need.
+TN_PKGS="dropbear-bin etcd-server etcd-client"
+TN_BINS="/usr/sbin/dropbear /usr/bin/dbclient /usr/bin/dropbearkey /usr/bin/etcd /usr/bin/etcdctl"
+TNCPIO=""
+if [ "$TWONODE" -eq 1 ]; then
+    tn_key=$( { cat "$0"; dpkg-query -W $TN_PKGS 2>/dev/null; } | sha256sum | cut -c1-16)
+    TNCPIO=$CACHE/initramfs/twonode-$tn_key.cpio
+    if [ ! -f "$TNCPIO" ]; then
+        mkdir -p "$CACHE/initramfs"
+        rm -f "$CACHE/initramfs"/twonode-*.cpio
+        _tn=$(mktemp -d "$CACHE/initramfs/twonode.XXXXXX")
+        mkdir -p "$_tn/usr/bin" "$_tn/usr/sbin" "$_tn/usr/lib64" "$_tn$ML"
+        for d in bin sbin lib lib64; do ln -s "usr/$d" "$_tn/$d"; done
+        for b in $TN_BINS; do
+            [ -x "$b" ] || die "$b missing on the host (fetch.sh installs $TN_PKGS)"
+            copy_elf "$b" "$_tn"
+        done
+        # dropbear lets a user in only with a shell listed here.
+        mkdir -p "$_tn/etc"; printf '/bin/sh\n' > "$_tn/etc/shells"
+        mkcpio "$_tn" "$TNCPIO.tmp"
+        mv "$TNCPIO.tmp" "$TNCPIO"
+        rm -rf "$_tn"
+        log "two-node $(du -h "$TNCPIO" | cut -f1) built"
+    fi
+fi
+
 # --- overlay (every run) -------------------------------------------------------------
 ov=$(mktemp -d)
 trap 'rm -rf "$ov" "$ov.cpio"' EXIT
@@ -258,5 +293,5 @@ for a in "${ADDS[@]+"${ADDS[@]}"}"; do
     fi
 done
 mkcpio "$ov" "$ov.cpio"
-cat "$BASE" ${WLCPIO:+"$WLCPIO"} "$ov.cpio" > "$OUT"
+cat "$BASE" ${WLCPIO:+"$WLCPIO"} ${TNCPIO:+"$TNCPIO"} "$ov.cpio" > "$OUT"
 rm -f "$ov.cpio"

@@ -317,3 +317,132 @@ same() {
     echo "$1 changed: before [$2] after [$3]"
     return 1
 }
+
+# --- two nodes (lab-nodes: 2; see run.sh) ------------------------------------------------
+# Two guests, node a and node b, each with three e1000e NICs; NIC k of one node and NIC k of
+# the other are the two ends of wire wK (nothing else on it). node_setup names them w0, w1,
+# w2 in the init netns; w0 carries the control channel (192.168.77.1 on a, .2 on b: barriers
+# and small files between the scenario's two halves), w1 and w2 are the data wires.
+
+# This node (a or b) and the other one; empty on a single-node boot.
+# (Shell built-ins only: every scenario's `sh -c ". /lab/lib.sh; ..."` runs this.)
+LAB_NODE=""
+read -r _cmdline < /proc/cmdline
+case " $_cmdline " in *" lab.node=a "*) LAB_NODE=a ;; *" lab.node=b "*) LAB_NODE=b ;; esac
+case "$LAB_NODE" in a) LAB_PEER=b ;; b) LAB_PEER=a ;; *) LAB_PEER="" ;; esac
+# Control addresses on w0 (init netns).
+node_ctl_addr() { [ "$1" = a ] && echo 192.168.77.1 || echo 192.168.77.2; }
+LAB_INBOX=/tmp/lab-inbox
+LAB_MAILBOX_PORT=7777
+
+# node_setup: loads e1000e, names this node's NICs w0..w2 (by MAC, 52:54:00:4e:0<node>:0<k>),
+# puts the control address on w0, starts the mailbox (busybox nc) and the reader of the
+# host's answers (ttyS1), and waits until the other node answers (barrier "setup").
+node_setup() {
+    [ -n "$LAB_NODE" ] || { echo "node_setup: no lab.node= on the kernel command line"; return 1; }
+    modprobe e1000e || return 1
+    for _k in 0 1 2; do
+        _mac=52:54:00:4e:0$LAB_NODE:0$_k
+        wait_for 20 sh -c "grep -lqx $_mac /sys/class/net/*/address" || { echo "no NIC with MAC $_mac"; return 1; }
+        _if=$(basename "$(dirname "$(grep -lx "$_mac" /sys/class/net/*/address | head -n1)")")
+        [ "$_if" = "w$_k" ] || $IP link set "$_if" name "w$_k" || return 1
+    done
+    # lo up: programs on the node talk to themselves (etcd to its own peer URL).
+    $IP link set lo up || return 1
+    $IP addr add "$(node_ctl_addr "$LAB_NODE")/24" dev w0 && $IP link set w0 up || return 1
+    # The mailbox: each connection carries "NAME SIZE\n" and SIZE bytes, stored as
+    # $LAB_INBOX/NAME once complete (renamed into place), then answered "ok NAME".
+    mkdir -p "$LAB_INBOX"
+    cat > /tmp/lab-mailbox <<'MB'
+#!/bin/sh
+read -r name size || exit 0
+case "$name" in ""|*/*|.*) exit 1 ;; esac
+head -c "$size" > "/tmp/lab-inbox/.$name.$$" && [ "$(wc -c < "/tmp/lab-inbox/.$name.$$")" -eq "$size" ] &&
+    mv "/tmp/lab-inbox/.$name.$$" "/tmp/lab-inbox/$name" && echo "ok $name"
+MB
+    chmod 755 /tmp/lab-mailbox
+    nc -ll -p "$LAB_MAILBOX_PORT" -e /tmp/lab-mailbox > /dev/null 2>&1 &
+    # The host's answers to host_cmd arrive on ttyS1 (raw, no echo, no modem lines).
+    stty -F /dev/ttyS1 raw -echo clocal 2>/dev/null || true
+    : > /tmp/lab-host-acks
+    cat /dev/ttyS1 >> /tmp/lab-host-acks 2>/dev/null &
+    wait_for 20 sh -c "[ \"\$(cat /sys/class/net/w0/carrier)\" = 1 ]" || { echo "w0 has no carrier"; return 1; }
+    barrier setup 90
+}
+
+# _uptime: whole seconds since boot (shell built-ins only).
+_uptime() { read -r _up _ < /proc/uptime; echo "${_up%.*}"; }
+
+# peer_send NAME [FILE] [TIMEOUT]: FILE (default: nothing) into the other node's inbox as
+# NAME; retries until its mailbox confirms or TIMEOUT (30) s pass; fails at once when the
+# other node gave up ("abort" in this node's inbox).
+peer_send() {
+    _f=${2:-/dev/null}
+    _end=$(( $(_uptime) + ${3:-30} ))
+    _sz=$(wc -c < "$_f") || return 1
+    while [ "$(_uptime)" -lt "$_end" ]; do
+        _ans=$({ echo "$1 $_sz"; cat "$_f"; } | timeout 5 nc -w 2 "$(node_ctl_addr "$LAB_PEER")" "$LAB_MAILBOX_PORT" 2>/dev/null) || true
+        [ "$_ans" = "ok $1" ] && return 0
+        [ "$1" = abort ] || [ ! -f "$LAB_INBOX/abort" ] || { echo "peer_send $1: node $LAB_PEER gave up"; return 1; }
+        sleep 0.2
+    done
+    echo "peer_send $1: node $LAB_PEER did not take it in ${3:-30} s"
+    return 1
+}
+# peer_wait NAME [TIMEOUT]: until the other node has sent NAME (default 120 s); fails at once
+# when the other node gave up (its scenario failed: "abort").
+peer_wait() {
+    _end=$(( $(_uptime) + ${2:-120} ))
+    while [ "$(_uptime)" -lt "$_end" ]; do
+        [ -f "$LAB_INBOX/$1" ] && return 0
+        [ -f "$LAB_INBOX/abort" ] && { echo "peer_wait $1: node $LAB_PEER gave up"; return 1; }
+        sleep 0.2
+    done
+    echo "peer_wait $1: nothing from node $LAB_PEER in ${2:-120} s"
+    return 1
+}
+# peer_recv NAME [TIMEOUT]: waits for NAME, prints its content.
+peer_recv() { peer_wait "$@" >&2 && cat "$LAB_INBOX/$1"; }
+# barrier NAME [TIMEOUT]: both nodes got here (each name once per boot).
+barrier() { peer_send "barrier.$1" /dev/null "${2:-120}" && peer_wait "barrier.$1" "${2:-120}"; }
+# peer_abort: tells the other node this one gave up (/init does it when the scenario fails).
+peer_abort() { [ -z "$LAB_PEER" ] || peer_send abort /dev/null 5 > /dev/null 2>&1 || true; }
+
+# host_cmd NODE CMD...: asks the host to run CMD on QEMU's monitor of NODE (a, b or both);
+# waits for its answer (30 s). Only "set_link wK on|off" is carried out (hostctl.py). Prints
+# the host's answer; fails when the host refused or did not answer.
+host_cmd() {
+    _node=$1; shift
+    _seq=$(( $(cat /tmp/lab-host-seq 2>/dev/null || echo 0) + 1 ))
+    echo "$_seq" > /tmp/lab-host-seq
+    _id="$LAB_NODE$_seq"
+    echo "LAB-HOST id=$_id node=$_node $*" > /dev/console
+    _t=150
+    while [ "$_t" -gt 0 ]; do
+        _ack=$(grep "^LAB-ACK id=$_id " /tmp/lab-host-acks | tail -n1)
+        if [ -n "$_ack" ]; then
+            echo "$_ack"
+            case "$_ack" in *" rc=0 "*) return 0 ;; *) return 1 ;; esac
+        fi
+        sleep 0.2; _t=$((_t - 1))
+    done
+    echo "host_cmd: no answer from the host to id=$_id ($*) in 30 s"
+    return 1
+}
+# host_set_link NODE WIRE on|off: the link of WIRE (w0, w1, w2) goes down or up as QEMU's
+# `set_link` does it, on NODE's NIC (a, b) or on both ends (both): the NIC loses or regains
+# its carrier as if the cable were pulled or plugged. Returns once QEMU did it (the guest's
+# driver sees it a moment later: wait for the carrier you need).
+host_set_link() { host_cmd "$1" set_link "$2" "$3"; }
+
+# wire_carrier NS IFNAME: the carrier (0/1) of IFNAME in netns NS ("-": the init netns).
+wire_carrier() {
+    if [ "$1" = - ]; then cat "/sys/class/net/$2/carrier" 2>/dev/null || echo 0
+    else nsx "$1" cat "/sys/class/net/$2/carrier" 2>/dev/null || echo 0; fi
+}
+# port_state NS DEV: the state of DEV's port 1 as `rdma link show` gives it in NS (ACTIVE,
+# DOWN, ...; "-": the init netns).
+port_state() {
+    if [ "$1" = - ]; then rdma link show "$2/1" 2>/dev/null
+    else nsx "$1" rdma link show "$2/1" 2>/dev/null; fi | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'
+}

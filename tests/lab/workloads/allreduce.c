@@ -1,13 +1,15 @@
 /* The lab's MPI job (tests/lab/scenarios/ucx-mpi.sh): MPI_Allreduce of every rank's
  * vector, checked on every rank. Rank r contributes r + 1 + i at position i, so the sum
  * at i is n(n+1)/2 + n*i for n ranks: a rank that got another rank's data, or none, sees a
- * wrong sum. COUNT doubles are 8 MiB, past UCX's rendezvous threshold. */
+ * wrong sum. COUNT doubles are 8 MiB, past UCX's rendezvous threshold; an argument gives
+ * another count (two-node.sh: 256 KiB, still past it, where 8 MiB takes a minute over the
+ * emulated wire). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-enum { COUNT = 1 << 20 };
+enum { DEFAULT_COUNT = 1 << 20 };
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -15,6 +17,11 @@ int main(int argc, char** argv) {
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int COUNT = argc > 1 ? atoi(argv[1]) : DEFAULT_COUNT;
+  if (COUNT <= 0) {
+    fprintf(stderr, "rank %d: bad count '%s'\n", rank, argv[1]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   double* in = malloc(COUNT * sizeof *in);
   double* out = malloc(COUNT * sizeof *out);
   if (in == NULL || out == NULL) {
