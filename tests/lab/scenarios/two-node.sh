@@ -10,6 +10,14 @@
 # synchronisation (lib.sh node_setup); w1 and w2 are the data wires; the same script runs on
 # both nodes, each half doing its node's part ($LAB_NODE) and reporting its own checks.
 #
+# (a) ADD answers when the rail is usable (portTimeout, requireActive), in shared mode and with
+#     rdmaIsolation "required", each node on its own end of w1 (QEMU's set_link on that end
+#     only: the other end keeps its carrier, the dgram wire carries no link state): a wire that
+#     comes up while ADD waits: ADD answers after it, the port ACTIVE and the rail "up" in the
+#     pod's files; a wire that stays down: ADD goes on after portTimeout, warns naming the
+#     port's state and marks the rail down (rails.json, rdma.env); with requireActive it
+#     fails with 108 naming the port and is rolled back (the NIC home as w1, no soft-RoCE
+#     device, record or lease left).
 # (b) RDMA across the nodes right after ADD, in shared mode and with rdmaIsolation "required"
 #     (exclusive mode, the device moved into the pod): on each node a pod gets the node's
 #     e1000e on w1 (netdev mode, softRoce, roce.tos 72, pod files on); ibv_rc_pingpong between
@@ -250,7 +258,90 @@ rdma_across() {
     check "$_iso-nothing-left" sh -c '. /lab/lib.sh; no_leftovers && no_rdma_links'
 }
 
+
+# ---- (a) ADD answers when the rail is usable ------------------------------------------------
+
+# rail_port_state ISO POD: the state of the pod's rail's RDMA port (rdma.env's device), where it
+# lives (exclusive mode: in the pod).
+rail_port_state() {
+    _d=$(kv "$PODS/uid-$2/rdma.env" RDMANET_RAIL0_RDMA_DEVICE)
+    if [ "$1" = required ]; then port_state "$2" "$_d"; else port_state - "$_d"; fi
+}
+# log_since MARK: the rdmanet log's lines after line MARK.
+log_since() { tail -n "+$(( $1 + 1 ))" "$CNI_LOG"; }
+# added_after_link_up ISO POD CONF: with this node's end of w1 down, ADD waits; the wire comes
+# up 2 s after the GIDs are there (ADD is then in its port wait); ADD answers after that, with
+# the port ACTIVE at once and the rail up in the pod's files.
+added_after_link_up() {
+    _mark=$(wc -l < "$CNI_LOG")
+    _t0=$(cut -d' ' -f1 /proc/uptime)
+    rm -f "/tmp/rc-$2"
+    (POD_ARGS="IgnoreUnknown=1;K8S_POD_UID=uid-$2" cni ADD "$2" "$3" net1 > "/tmp/res-$2.json"; echo $? > "/tmp/rc-$2") &
+    _job=$!
+    wait_for 30 sh -c "tail -n +$((_mark + 1)) $CNI_LOG | grep -q 'RoCE v2 GID index'" ||
+        { echo "ADD never reached its port wait: $(log_since "$_mark" | tail -n 3)"; wait "$_job"; return 1; }
+    sleep 2
+    [ ! -s "/tmp/rc-$2" ] || { echo "ADD answered before the wire came up: $(cat "/tmp/res-$2.json")"; return 1; }
+    _t1=$(cut -d' ' -f1 /proc/uptime)
+    host_set_link "$ME" w1 on > /dev/null || { echo "the host did not set w1 on"; wait "$_job"; return 1; }
+    wait "$_job"
+    _t2=$(cut -d' ' -f1 /proc/uptime)
+    [ "$(cat "/tmp/rc-$2")" = 0 ] || { echo "ADD failed: $(cat "/tmp/res-$2.json")"; return 1; }
+    _st=$(rail_port_state "$1" "$2")
+    _rail=$(kv "$PODS/uid-$2/rdma.env" RDMANET_RAIL0_STATE)
+    echo "ADD from $_t0 to $_t2, wire up at $_t1; right after: port $_st, rail $_rail; $(log_since "$_mark" | grep -o 'net1 usable after .*' | cut -c1-120)"
+    [ "$_st" = ACTIVE ] && [ "$_rail" = up ] && grep -q '"state": *"up"' "$PODS/uid-$2/rails.json"
+}
+# reported_down ISO POD CONF: with the wire down, ADD answers after portTimeout (3 s), 0, with
+# the warning naming the port's state, and the pod's files say the rail is down.
+reported_down() {
+    _mark=$(wc -l < "$CNI_LOG")
+    _t0=$(cut -d' ' -f1 /proc/uptime)
+    POD_ARGS="IgnoreUnknown=1;K8S_POD_UID=uid-$2" cni ADD "$2" "$3" net1 > "/tmp/res-$2.json" ||
+        { echo "ADD failed: $(cat "/tmp/res-$2.json")"; return 1; }
+    _t1=$(cut -d' ' -f1 /proc/uptime)
+    _warn=$(log_since "$_mark" | grep -o 'rail net1 is down: .*' | head -n 1)
+    echo "ADD took $(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s; $_warn"
+    echo "$_warn" | grep -q 'no carrier on net1, RDMA port rxe[0-9a-f]*/1 DOWN (physical state [A-Z_]*) after portTimeout 3 s' &&
+        [ "$(kv "$PODS/uid-$2/rdma.env" RDMANET_RAIL0_STATE)" = down ] &&
+        grep -q '"state": *"down"' "$PODS/uid-$2/rails.json" &&
+        awk -v a="$_t0" -v b="$_t1" 'BEGIN { exit !(b - a >= 3) }'
+}
+# refused_and_rolled_back ISO POD CONF: with requireActive, ADD fails with 108 naming the port,
+# and leaves the node as it was: w1 home, no soft-RoCE device, record or lease.
+refused_and_rolled_back() {
+    if POD_ARGS="IgnoreUnknown=1;K8S_POD_UID=uid-$2" cni ADD "$2" "$3" net1 > "/tmp/res-$2.json"; then
+        echo "ADD succeeded with the wire down: $(cat "/tmp/res-$2.json")"; return 1
+    fi
+    _code=$(json_num code "/tmp/res-$2.json") _msg=$(json_str msg "/tmp/res-$2.json")
+    echo "code $_code: $_msg"
+    [ "$_code" = 108 ] && echo "$_msg" | grep -q 'no carrier on net1, RDMA port rxe[0-9a-f]*/1 DOWN' &&
+        [ -e /sys/class/net/w1 ] && no_leftovers > /dev/null && no_rdma_links &&
+        { [ "$1" != required ] || no_rdma_devices; }
+}
+
+# port_rule ISOLATION: (a) in this mode, on this node's end of w1.
+port_rule() {
+    _iso=$1 _pod=pa-$ME
+    $IP netns add "$_pod"
+    net_conf a-rail "$_iso" "$(node_ipam 10.79.1.0/24 "10.79.1.${NB}0" "10.79.1.${NB}9")" '"device": "w1", "portTimeout": 20' > /tmp/a-wait.json
+    net_conf a-rail "$_iso" "$(node_ipam 10.79.1.0/24 "10.79.1.${NB}0" "10.79.1.${NB}9")" '"device": "w1", "portTimeout": 3' > /tmp/a-down.json
+    net_conf a-rail "$_iso" "$(node_ipam 10.79.1.0/24 "10.79.1.${NB}0" "10.79.1.${NB}9")" '"device": "w1", "portTimeout": 2, "requireActive": true' > /tmp/a-strict.json
+    require "$_iso-a-wire-off" host_set_link "$ME" w1 off
+    check "$_iso-a-add-answers-once-the-port-is-active" added_after_link_up "$_iso" "$_pod" /tmp/a-wait.json
+    check "$_iso-a-del" pod_del "$_pod" /tmp/a-wait.json net1
+    require "$_iso-a-wire-off-again" host_set_link "$ME" w1 off
+    check "$_iso-a-wire-down-reported-down" reported_down "$_iso" "$_pod" /tmp/a-down.json
+    check "$_iso-a-del-down" pod_del "$_pod" /tmp/a-down.json net1
+    check "$_iso-a-require-active-refused-and-rolled-back" refused_and_rolled_back "$_iso" "$_pod" /tmp/a-strict.json
+    require "$_iso-a-wire-on" host_set_link "$ME" w1 on
+    $IP netns del "$_pod"
+    check "$_iso-a-nothing-left" sh -c '. /lab/lib.sh; no_leftovers && no_rdma_links'
+    lab_time "${_iso}portrule"
+}
+
 require netns-mode-shared sh -c 'rdma system show | grep -q "netns shared"'
+port_rule off
 rdma_across off
 
 # ---- (c) two rails in one subnet, each on its own wire ------------------------------------------
@@ -452,5 +543,6 @@ to_exclusive() {
     return 1
 }
 require netns-mode-exclusive to_exclusive
+port_rule required
 rdma_across required
 barrier end
