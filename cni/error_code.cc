@@ -28,8 +28,8 @@ constexpr Code kCodes[] = {
     {ErrorKind::kAddressUnavailable, 104},
     {ErrorKind::kRdmaIsolation, 105},
     {ErrorKind::kGidTimeout, 106},
-    {ErrorKind::kPortNotActive, 108},
     {ErrorKind::kState, 107},
+    {ErrorKind::kPortNotActive, 108},
     {ErrorKind::kInternal, 199},
 };
 

@@ -6,23 +6,33 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <array>
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <climits>
 
 namespace rdmanet::netns {
 
 namespace {
 
+using std::chrono::steady_clock;
+
 std::string link_name(int ifindex) { return "link " + std::to_string(ifindex); }
+
+// Datagrams read per take_messages(): the pod can change its own links as fast as it likes,
+// and the caller's deadline is checked between calls.
+constexpr int kReadsPerCall = 64;
+
+// The largest errno an NLMSG_ERROR can carry; anything else is not the kernel's.
+constexpr int kMaxErrno = 4095;
 
 }  // namespace
 
 bool has_carrier(const LinkInfo& link) { return (link.flags & IFF_LOWER_UP) != 0; }
 
-Expected<LinkWatch> LinkWatch::open(const Netns& ns, int ifindex) {
+Expected<LinkWatch> LinkWatch::open(const Netns& ns, int ifindex, Deadline deadline) {
+  uint32_t port_id = 0;
   TRY_ASSIGN(
-      Fd sock, in_netns(ns, []() -> Expected<Fd> {
+      Fd sock, in_netns(ns, [&]() -> Expected<Fd> {
         Fd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
         if (!fd.valid()) {
           return sys_error("rtnetlink socket", errno);
@@ -33,15 +43,22 @@ Expected<LinkWatch> LinkWatch::open(const Netns& ns, int ifindex) {
         if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&local), sizeof(local)) != 0) {
           return sys_error("joining the rtnetlink link group", errno);
         }
+        socklen_t len = sizeof(local);
+        if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+          return sys_error("rtnetlink socket's port", errno);
+        }
+        port_id = local.nl_pid;
         return fd;
       }));
-  LinkWatch watch(std::move(sock), ifindex);
+  LinkWatch watch(std::move(sock), port_id, ifindex);
   TRY(watch.ask());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  // rtnetlink answers a get before the send returns, so the answer is normally queued
+  // already; notifications may be queued before it.
   while (watch.ask_pending_) {
-    TRY_ASSIGN(bool seen, watch.next(deadline));
-    if (!seen) {
-      return Error(ErrorKind::kKernel, link_name(ifindex) + ": no answer to RTM_GETLINK");
+    TRY(watch.next(deadline));
+    if (watch.ask_pending_ && steady_clock::now() >= deadline) {
+      return Error(ErrorKind::kTryAgainLater,
+                   link_name(ifindex) + ": no answer to RTM_GETLINK by the deadline");
     }
   }
   return watch;
@@ -69,12 +86,16 @@ Status LinkWatch::ask() {
 }
 
 Expected<bool> LinkWatch::take_messages() {
-  // Link messages without VF lists (neither a get without RTEXT_FILTER_VF nor a
-  // notification asks for them) fit many times over.
-  alignas(nlmsghdr) std::array<char, 65536> buf{};
   bool changed = false;
-  for (;;) {
-    ssize_t n = ::recv(sock_.get(), buf.data(), buf.size(), MSG_TRUNC);
+  for (int reads = 0; reads < kReadsPerCall; ++reads) {
+    sockaddr_nl from{};
+    iovec iov{buf_.data(), buf_.size()};
+    msghdr msg{};
+    msg.msg_name = &from;
+    msg.msg_namelen = sizeof(from);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    ssize_t n = ::recvmsg(sock_.get(), &msg, MSG_TRUNC);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -88,24 +109,34 @@ Expected<bool> LinkWatch::take_messages() {
       }
       return sys_error(link_name(ifindex_) + ": reading link notifications", errno);
     }
-    if (static_cast<size_t>(n) > buf.size()) {
+    if (from.nl_pid != 0) {
+      continue;  // not the kernel's: a process in the netns sent it
+    }
+    if (static_cast<size_t>(n) > buf_.size()) {
       return Error(ErrorKind::kKernel, link_name(ifindex_) + ": a link message of " +
                                            std::to_string(n) + " bytes was cut short");
     }
     auto len = static_cast<int>(n);
-    for (const auto* hdr = reinterpret_cast<const nlmsghdr*>(buf.data()); NLMSG_OK(hdr, len);
+    for (const auto* hdr = reinterpret_cast<const nlmsghdr*>(buf_.data()); NLMSG_OK(hdr, len);
          hdr = NLMSG_NEXT(hdr, len)) {
-      const bool answer = ask_pending_ && hdr->nlmsg_seq == seq_;
+      // The answer to our get is addressed to our port with our sequence number; a
+      // notification another process's request caused carries that process's port.
+      const bool answer = ask_pending_ && hdr->nlmsg_seq == seq_ && hdr->nlmsg_pid == port_id_;
       if (hdr->nlmsg_type == NLMSG_ERROR && answer) {
+        if (hdr->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) {
+          continue;
+        }
         const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(hdr));
         ask_pending_ = false;
-        if (hdr->nlmsg_len >= NLMSG_LENGTH(sizeof(nlmsgerr)) && err->error != 0) {
+        if (err->error < 0 && err->error >= -kMaxErrno) {
           return sys_error(link_name(ifindex_), -err->error);
         }
         continue;
       }
-      if (hdr->nlmsg_type != RTM_NEWLINK && hdr->nlmsg_type != RTM_DELLINK) {
-        continue;
+      if ((hdr->nlmsg_type != RTM_NEWLINK && hdr->nlmsg_type != RTM_DELLINK) ||
+          hdr->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg)) ||
+          static_cast<const ifinfomsg*>(NLMSG_DATA(hdr))->ifi_family != AF_UNSPEC) {
+        continue;  // not about a link as a whole (a bridge port's messages say AF_BRIDGE)
       }
       auto link = decode_link(hdr);
       if (!link || link->index != ifindex_) {
@@ -122,6 +153,7 @@ Expected<bool> LinkWatch::take_messages() {
       }
     }
   }
+  return changed;
 }
 
 Expected<bool> LinkWatch::next(Deadline deadline) {
@@ -130,14 +162,14 @@ Expected<bool> LinkWatch::next(Deadline deadline) {
     if (changed) {
       return true;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    const auto now = steady_clock::now();
+    if (now >= deadline) {
       return false;
     }
+    // Rounded up, so the wait never ends before the deadline.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
     pollfd pfd{sock_.get(), POLLIN, 0};
-    int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, INT32_MAX)));
-    if (ready < 0 && errno != EINTR) {
+    if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX))) < 0 && errno != EINTR) {
       return sys_error(link_name(ifindex_) + ": waiting for link notifications", errno);
     }
   }

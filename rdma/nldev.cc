@@ -223,7 +223,7 @@ Expected<Device> Nldev::device(const std::string& name) {
   return Error(ErrorKind::kDeviceNotFound, "RDMA device " + name + " not found in this netns");
 }
 
-Expected<Port> Nldev::port(const Device& dev, uint32_t index) {
+Expected<std::optional<Port>> Nldev::query_port(const Device& dev, uint32_t index) {
   auto req = nldev_request(RDMA_NLDEV_CMD_PORT_GET);
   req.put_u32(RDMA_NLDEV_ATTR_DEV_INDEX, dev.index).put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, index);
   std::optional<Port> found;
@@ -249,18 +249,25 @@ Expected<Port> Nldev::port(const Device& dev, uint32_t index) {
   if (!s) {
     return not_here(std::move(s).error());
   }
-  if (!found) {
+  return found;
+}
+
+Expected<Port> Nldev::port(const Device& dev, uint32_t index) {
+  TRY_ASSIGN(std::optional<Port> port, query_port(dev, index));
+  if (!port) {
     return Error(ErrorKind::kKernel, "port " + std::to_string(index) + " of RDMA device " +
-                                         dev.name + ": the kernel's answer has no port");
+                                         dev.name + ": the kernel's answer does not parse");
   }
-  return *found;
+  return *port;
 }
 
 Expected<std::vector<Port>> Nldev::ports(const Device& dev) {
   std::vector<Port> out;
   for (uint32_t p = 1; p <= dev.ports; ++p) {
-    TRY_ASSIGN(Port port, this->port(dev, p));
-    out.push_back(std::move(port));
+    TRY_ASSIGN(std::optional<Port> port, query_port(dev, p));
+    if (port) {  // an answer that does not parse is left out, as the rest of the list stands
+      out.push_back(std::move(*port));
+    }
   }
   return out;
 }

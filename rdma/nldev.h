@@ -69,7 +69,8 @@ class Nldev {
   // EINVAL for an index it does not show here).
   Expected<Device> device(uint32_t index);
   Expected<Device> device(const std::string& name);
-  // One port (one request, not a dump); kDeviceNotFound when the device is gone.
+  // One port (one request, not a dump); kDeviceNotFound when the device is gone, kKernel
+  // when the answer does not parse.
   Expected<Port> port(const Device& dev, uint32_t index);
   Expected<std::vector<Port>> ports(const Device& dev);
   // The devices with a port whose netdev has this ifindex (in the socket's netns).
@@ -90,6 +91,8 @@ class Nldev {
 
  private:
   explicit Nldev(netns::Rtnl sock) : sock_(std::move(sock)) {}
+  // One port get; std::nullopt when the answer does not parse.
+  Expected<std::optional<Port>> query_port(const Device& dev, uint32_t index);
 
   netns::Rtnl sock_;
 };

@@ -14,9 +14,16 @@ class Attachment;
 // Driven by the kernel's link notifications in the pod netns (netns::LinkWatch). The RDMA
 // port's state is asked (one request) when the link has carrier; RDMA netlink sends no
 // notification of port state, so while carrier is on and the port not yet ACTIVE (an
-// InfiniBand port waiting for its subnet manager) it is asked again at growing intervals.
-// On timeout the rail is reported down and ADD goes on, or with requireActive fails with
-// kPortNotActive (108) naming the interface and the port's state.
+// InfiniBand port waiting for its subnet manager) it is asked again at growing intervals
+// (10 ms to 0.5 s). On timeout the rail is reported down and ADD goes on, or with
+// requireActive fails with kPortNotActive (108) naming the interface and the port's state.
+// A look that fails (the port cannot be asked) is reported as an unknown state, never an
+// error of its own; a pod interface that vanished is.
+//
+// Tested: carrier against real veths (plugin/plugin_rail_link_test.cc); the RDMA port on
+// soft-RoCE in the kernel lab (tests/lab/scenarios/two-node.sh). Not run anywhere: a port
+// with carrier that is not yet ACTIVE (rxe follows carrier at once), so the retries above
+// have no test of their own.
 Status wait_for_port(Attachment& a);
 
 }  // namespace rdmanet::plugin
