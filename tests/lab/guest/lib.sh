@@ -123,6 +123,18 @@ all_packets_with_tos() {
     [ "$_n" -ge "$3" ] && [ "$_t" -eq "$_n" ]
 }
 
+# in_pod SIDE CMD...: CMD as a workload of pod-SIDE runs: in its netns (ip netns exec: own
+# mount namespace and sysfs), its own host name, rdmanet's podInfoDir ($PODS) hidden and only
+# the pod's directory (uid-SIDE) mounted at /run/rdmanet/pod, UCX_CONFIG_DIR naming it (the
+# templates' env). A remote shell runs it too: `. /lab/lib.sh; in_pod ...`.
+PODS=${PODS:-/run/rdmanet/pods}
+in_pod() {
+    _side=$1; shift
+    $IP netns exec "pod-$_side" unshare -u sh -c 'hostname "pod-$0" && mount --bind "$1/uid-$0" /opt/pod &&
+        mount -t tmpfs none /run/rdmanet && mkdir /run/rdmanet/pod && shift &&
+        mount --bind /opt/pod /run/rdmanet/pod && exec env UCX_CONFIG_DIR=/run/rdmanet/pod "$@"' "$_side" "$PODS" "$@"
+}
+
 # --- driving rdmanet through the CNI protocol, as a container runtime does -----
 
 CNI_BIN=/opt/cni/bin

@@ -106,17 +106,7 @@ stop_pod_processes() {
     wait_for 5 sh -c "[ -z \"\$($IP netns pids $1)\" ]" || true
 }
 
-# in_pod SIDE CMD...: CMD as a workload of pod-SIDE runs (ucx-mpi.sh's): in its netns, its own
-# host name, only the pod's own files at /run/rdmanet/pod, UCX_CONFIG_DIR naming them.
-cat > /tmp/in-pod.sh <<EOF
-in_pod() {
-    _side=\$1; shift
-    $IP netns exec "pod-\$_side" unshare -u sh -c 'hostname "pod-\$0" && mount --bind "$PODS/uid-\$0" /opt/pod &&
-        mount -t tmpfs none /run/rdmanet && mkdir /run/rdmanet/pod &&
-        mount --bind /opt/pod /run/rdmanet/pod && exec env UCX_CONFIG_DIR=/run/rdmanet/pod "\$@"' "\$_side" "\$@"
-}
-EOF
-. /tmp/in-pod.sh
+# in_pod: lib.sh's.
 
 # ---- (b) RDMA across the nodes right after ADD -------------------------------------------------
 

@@ -74,19 +74,7 @@ detach_pods() { # ISOLATION
 }
 envval() { sed -n "s/^$2=//p" "$PODS/uid-$1/rdma.env"; }
 
-# in_pod SIDE CMD...: CMD as a workload of pod SIDE runs: in its netns (ip netns exec: own
-# mount namespace and sysfs), its own host name, rdmanet's podInfoDir hidden and only the
-# pod's directory mounted at /run/rdmanet/pod, UCX_CONFIG_DIR naming it (the templates' env).
-# In a file of its own: the remote shell below runs it too.
-cat > /tmp/in-pod.sh <<EOF
-in_pod() {
-    _side=\$1; shift
-    $IP netns exec "pod-\$_side" unshare -u sh -c 'hostname "pod-\$0" && mount --bind "$PODS/uid-\$0" /opt/pod &&
-        mount -t tmpfs none /run/rdmanet && mkdir /run/rdmanet/pod &&
-        mount --bind /opt/pod /run/rdmanet/pod && exec env UCX_CONFIG_DIR=/run/rdmanet/pod "\$@"' "\$_side" "\$@"
-}
-EOF
-. /tmp/in-pod.sh
+# in_pod: lib.sh's.
 
 # The remote shell mpirun uses (plm_rsh_agent): "pod-rsh [options] HOST COMMAND": COMMAND in
 # the pod whose rail address HOST is, as ssh would run it on that pod's node: from the node's
@@ -101,7 +89,7 @@ case "\$1" in
     *) echo "pod-rsh: no pod has address \$1" >&2; exit 255 ;;
 esac
 shift
-exec nsenter -t 1 -m -u -n sh -c '. /tmp/in-pod.sh; in_pod "\$0" sh -c "\$1"' "\$side" "\$*"
+exec nsenter -t 1 -m -u -n sh -c '. /lab/lib.sh; in_pod "\$0" sh -c "\$1"' "\$side" "\$*"
 EOF
     chmod 755 /tmp/pod-rsh
 }
